@@ -1,0 +1,30 @@
+//! Defaults of optional spec fields: what the 2018 operator did.
+
+/// The app's image: busybox, imported into the test cluster under this exact name.
+pub const IMAGE: &str = "busybox:1.36";
+/// Where the app's volume is mounted.
+pub const MOUNT_PATH: &str = "/usr/share/hello";
+/// The file the default app appends to.
+pub const LOG_FILE: &str = "stateful.log";
+/// Size of each replica's volume.
+pub const STORAGE_SIZE: &str = "1Gi";
+/// The node directory that holds snapshots.
+pub const BACKUP_HOST_PATH: &str = "/tmp/backup";
+/// The node directory under which static hostPath volumes live.
+pub const HOSTPATH_ROOT: &str = "/tmp/hostpath-provisioner";
+/// Snapshots kept by retention.
+pub const KEEP_LAST: i32 = 10;
+
+/// Replicas when the field is absent.
+pub fn replicas() -> i32 {
+    1
+}
+
+/// The 2018 app: append the date to `<mount_path>/stateful.log` every 10 seconds.
+pub fn command(mount_path: &str) -> Vec<String> {
+    vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        format!("while true; do date >> {mount_path}/{LOG_FILE}; sleep 10; done"),
+    ]
+}

@@ -1,0 +1,183 @@
+//! Names, labels and annotation keys of everything hellostateful makes, in one place so the
+//! plugin, the reconciler and the tests agree.
+
+use std::collections::BTreeMap;
+
+/// API group of the custom resource.
+pub const GROUP: &str = "hello-stateful.example.com";
+/// Field manager of every server-side apply the reconciler makes.
+pub const FIELD_MANAGER: &str = "hellostateful-reconciler";
+/// Finalizer that releases cluster-scoped PersistentVolumes when an app is deleted.
+pub const FINALIZER: &str = "hello-stateful.example.com/release-volumes";
+
+/// Annotation whose new value (a token, usually a time) asks for one on-demand backup.
+pub const BACKUP_REQUESTED: &str = "hello-stateful.example.com/backup-requested";
+/// Annotation whose new value asks for one on-demand restore.
+pub const RESTORE_REQUESTED: &str = "hello-stateful.example.com/restore-requested";
+/// Annotation naming the snapshot a restore reads: a backup id or `latest`.
+pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
+/// Label on cluster-scoped PersistentVolumes: the namespace of the app they belong to.
+pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
+/// Label on Jobs: what the Job does (backup or restore) and why.
+pub const ACTION_LABEL: &str = "hello-stateful.example.com/action";
+
+/// `app.kubernetes.io/name` of everything hellostateful makes.
+pub const APP_NAME: &str = "hellostateful";
+/// Name of the volume claim template; claims are `data-<app>-<ordinal>`.
+pub const DATA_VOLUME: &str = "data";
+
+/// Longest app name: CronJob names (`backup-<name>`) are limited to 52 characters.
+pub const MAX_NAME_LEN: usize = 45;
+
+/// Parts of an app, as `app.kubernetes.io/component`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// The app's pods, StatefulSet and Service.
+    App,
+    /// Volumes and claims.
+    Storage,
+    /// Backup CronJob and Jobs.
+    Backup,
+    /// Restore Jobs.
+    Restore,
+}
+
+impl Component {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::App => "app",
+            Component::Storage => "storage",
+            Component::Backup => "backup",
+            Component::Restore => "restore",
+        }
+    }
+}
+
+/// The labels every child of app `name` carries.
+pub fn labels(name: &str, component: Component) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
+        ("app.kubernetes.io/instance".to_string(), name.to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            FIELD_MANAGER.to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.as_str().to_string(),
+        ),
+    ])
+}
+
+/// The labels that select the app's pods (stable: a StatefulSet selector is immutable).
+pub fn selector(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
+        ("app.kubernetes.io/instance".to_string(), name.to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            Component::App.as_str().to_string(),
+        ),
+    ])
+}
+
+/// Label selector string of the app's pods, for list calls.
+pub fn selector_string(name: &str) -> String {
+    selector(name)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// StatefulSet and headless Service of the app.
+pub fn statefulset(name: &str) -> String {
+    name.to_string()
+}
+
+/// The backup CronJob (the 2018 name).
+pub fn cronjob(name: &str) -> String {
+    format!("backup-{name}")
+}
+
+/// The claim of replica `ordinal`, as the StatefulSet controller names it.
+pub fn claim(name: &str, ordinal: i32) -> String {
+    format!("{DATA_VOLUME}-{name}-{ordinal}")
+}
+
+/// The static PersistentVolume of replica `ordinal`: cluster-scoped, so it carries the
+/// namespace and two same-named apps never collide.
+pub fn volume(namespace: &str, name: &str, ordinal: i32) -> String {
+    format!("hellostateful-{namespace}-{name}-{ordinal}")
+}
+
+/// The node directory of a static volume.
+pub fn volume_host_path(namespace: &str, name: &str, ordinal: i32) -> String {
+    format!(
+        "{}/{namespace}/{name}/{ordinal}",
+        crate::defaults::HOSTPATH_ROOT
+    )
+}
+
+/// The Job of an on-demand backup: named from the token, so one token makes one Job.
+pub fn backup_job(name: &str, token: &str) -> String {
+    format!("backup-{name}-{}", short_hash(token))
+}
+
+/// The Job of an on-demand restore.
+pub fn restore_job(name: &str, token: &str) -> String {
+    format!("restore-{name}-{}", short_hash(token))
+}
+
+/// The Job that restores a newly created app (`restoreFromExisting`), named from the
+/// app's uid so that an app created again gets a Job of its own.
+pub fn initial_restore_job(name: &str, uid: &str) -> String {
+    format!("restore-{name}-{}", short_hash(&format!("initial/{uid}")))
+}
+
+/// Eight hex digits of FNV-1a: stable across versions and platforms, unlike std's hasher.
+pub fn short_hash(input: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in input.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:08x}", (hash >> 32) as u32 ^ hash as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_names_fit_their_limits_for_the_longest_name() {
+        let name = "a".repeat(MAX_NAME_LEN);
+        assert!(cronjob(&name).len() <= 52);
+        assert!(backup_job(&name, "2026-11-29T15:00:00Z").len() <= 63);
+        assert!(restore_job(&name, "x").len() <= 63);
+        assert!(initial_restore_job(&name, "uid").len() <= 63);
+        assert!(claim(&name, 19).len() <= 63);
+        assert!(volume(&"n".repeat(63), &name, 19).len() <= 253);
+    }
+
+    #[test]
+    fn job_names_are_stable_and_differ_per_token() {
+        assert_eq!(backup_job("app", "t1"), backup_job("app", "t1"));
+        assert_ne!(backup_job("app", "t1"), backup_job("app", "t2"));
+        assert_ne!(
+            initial_restore_job("app", "u1"),
+            initial_restore_job("app", "u2")
+        );
+        assert_eq!(short_hash("").len(), 8);
+    }
+
+    #[test]
+    fn volumes_of_same_named_apps_in_two_namespaces_differ() {
+        assert_ne!(volume("a", "app", 0), volume("b", "app", 0));
+        assert_ne!(
+            volume_host_path("a", "app", 0),
+            volume_host_path("b", "app", 0)
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The `HelloStateful` custom resource (`hello-stateful.example.com/v1alpha1`).
+//!
+//! The three seed fields (`replicas`, `restoreFromExisting`, `backupSchedule`) keep their
+//! 2018 names and meaning, so the seed manifests apply unchanged; every newer field is
+//! optional and defaults to what the seed did.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::defaults;
+
+/// Desired state of a HelloStateful application: the app, its storage and its backups.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "hello-stateful.example.com",
+    version = "v1alpha1",
+    kind = "HelloStateful",
+    plural = "hellostatefuls",
+    singular = "hellostateful",
+    shortname = "hs",
+    category = "all",
+    namespaced,
+    status = "HelloStatefulStatus",
+    derive = "PartialEq",
+    doc = "A stateful application whose data hellostateful backs up on a schedule and on demand, and restores when asked or when the application is created again.",
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether all replicas are ready"),
+    printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas", description = "Desired replicas"),
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.backupSchedule", description = "Backup schedule (cron)"),
+    printcolumn(name = "Last Backup", type_ = "date", json_path = ".status.lastBackup.time", description = "When the newest backup finished"),
+    printcolumn(name = "Restored", type_ = "boolean", json_path = ".status.isRestored", description = "Whether data was restored from a backup"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("self.metadata.name.size() <= 45").message("metadata.name must be at most 45 characters: the backup CronJob is named backup-<name> and CronJob names are limited to 52"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it names the app's Service"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloStatefulSpec {
+    /// Number of app pods. Each replica has its own volume and its own part of every backup.
+    #[serde(default = "defaults::replicas")]
+    #[schemars(range(min = 0, max = 20))]
+    pub replicas: i32,
+
+    /// When the app is created and a backup of this namespace/name exists, restore the newest
+    /// backup into the new volumes before the app starts. Without a backup the app starts
+    /// empty (status and an event say so).
+    #[serde(default)]
+    pub restore_from_existing: bool,
+
+    /// Cron schedule of automatic backups, for example "*/5 * * * *" or "@hourly".
+    /// Omit it for no scheduled backups (on-demand backups still work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(TZ=[^ ]+ +)?[^ ]+( +[^ ]+){4})$')").message("backupSchedule must be a cron schedule with five fields, like \"*/5 * * * *\", or one of @hourly, @daily, @weekly, @monthly, @yearly"))]
+    pub backup_schedule: Option<String>,
+
+    /// Container image of the app. Default: busybox:1.36 running the 2018 app, which appends
+    /// the date to stateful.log every 10 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+
+    /// Command of the app container. Default: a shell loop appending `date` to
+    /// <mountPath>/stateful.log every 10 seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub command: Option<Vec<String>>,
+
+    /// Where the app's volume is mounted in its container. Default: /usr/share/hello.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 512))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')").message("mountPath must be an absolute path without '..'"))]
+    pub mount_path: Option<String>,
+
+    /// The app's volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+
+    /// Where backups go, how many are kept, and whether scheduled backups are paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+}
+
+/// The volumes of the app: one per replica.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Size of each replica's volume, as a Kubernetes quantity (for example 1Gi). Default: 1Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && quantity(self).compareTo(quantity('64Ti')) <= 0").message("storage.size must be a quantity above 0 and at most 64Ti, like 1Gi"))]
+    pub size: Option<String>,
+
+    /// StorageClass for dynamically provisioned volumes. Empty (the default): the reconciler
+    /// makes one static hostPath PersistentVolume per replica under
+    /// /tmp/hostpath-provisioner/<namespace>/<name>/<ordinal> on one node, as in 2018.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub storage_class_name: Option<String>,
+}
+
+/// Backups of the app's volumes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// Where snapshots are written. Default: the node directory /tmp/backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<BackupTarget>,
+
+    /// How many snapshots are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+
+    /// Pause scheduled backups (on-demand backups still run).
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+/// Where snapshots are written: a directory on the node, or a PersistentVolumeClaim.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.hostPath) && has(self.persistentVolumeClaim))").message("backup.target takes either hostPath or persistentVolumeClaim, not both"))]
+pub struct BackupTarget {
+    /// Absolute directory on the node that holds the app's data. Default: /tmp/backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 512))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')").message("backup.target.hostPath must be an absolute path without '..'"))]
+    pub host_path: Option<String>,
+
+    /// Name of a PersistentVolumeClaim in the app's namespace that holds the snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub persistent_volume_claim: Option<String>,
+}
+
+/// Retention of snapshots. The newest good snapshot is never deleted.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    /// Keep this many newest snapshots and delete older ones after each successful backup.
+    /// Default: 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub keep_last: Option<i32>,
+}
+
+/// Observed state of a HelloStateful application.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloStatefulStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Ready, Restoring, BackingUp, BackupSucceeded and BackupFailed, with reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The PersistentVolumeClaims that hold the app's data, one per replica.
+    #[serde(default)]
+    pub backend_volumes: Vec<String>,
+
+    /// True once a restore from a backup has really finished (never while it runs).
+    #[serde(default)]
+    pub is_restored: bool,
+
+    /// Pods of the app that are ready.
+    #[serde(default)]
+    pub ready_replicas: i32,
+
+    /// The node that holds the app's data in static hostPath mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+
+    /// The newest successful backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<LastBackup>,
+
+    /// Acknowledgement of the newest on-demand backup request (annotation
+    /// hello-stateful.example.com/backup-requested).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_request: Option<RequestStatus>,
+
+    /// Acknowledgement of the newest on-demand restore request (annotation
+    /// hello-stateful.example.com/restore-requested).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_request: Option<RequestStatus>,
+}
+
+/// The newest successful backup.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBackup {
+    /// Snapshot id, usable with `restore --from`.
+    pub id: String,
+    /// When the backup finished (RFC 3339).
+    pub time: String,
+    /// Bytes in the snapshot.
+    pub bytes: u64,
+    /// Files in the snapshot.
+    pub files: u64,
+    /// Bytes copied (the rest are hard links to the previous snapshot).
+    #[serde(default)]
+    pub new_bytes: u64,
+    /// How long the backup took, in milliseconds.
+    pub duration_ms: u64,
+    /// The Job that made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+}
+
+/// Where an on-demand request stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RequestPhase {
+    /// Accepted, waiting for something else to finish first (the message says what).
+    Pending,
+    /// Its Job runs.
+    Running,
+    /// Finished successfully.
+    Succeeded,
+    /// Finished with an error (the message says why).
+    Failed,
+}
+
+impl RequestPhase {
+    /// Succeeded and Failed are final: the request's token has been acknowledged.
+    pub fn is_final(self) -> bool {
+        matches!(self, RequestPhase::Succeeded | RequestPhase::Failed)
+    }
+}
+
+/// Acknowledgement of an on-demand action requested by an annotation token.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestStatus {
+    /// The annotation value this status answers.
+    pub token: String,
+    /// Pending, Running, Succeeded or Failed.
+    pub phase: RequestPhase,
+    /// The Job that carries the action out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The snapshot written (backup) or read (restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_id: Option<String>,
+    /// What happened, or what the request waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl HelloStatefulSpec {
+    /// The app's image, defaulted.
+    pub fn image(&self) -> &str {
+        self.image.as_deref().unwrap_or(defaults::IMAGE)
+    }
+
+    /// Where the volume is mounted in the app container, defaulted.
+    pub fn mount_path(&self) -> &str {
+        self.mount_path.as_deref().unwrap_or(defaults::MOUNT_PATH)
+    }
+
+    /// The app's command, defaulted to the 2018 logging loop.
+    pub fn command(&self) -> Vec<String> {
+        match &self.command {
+            Some(command) => command.clone(),
+            None => defaults::command(self.mount_path()),
+        }
+    }
+
+    /// Size of each replica's volume, defaulted.
+    pub fn storage_size(&self) -> &str {
+        self.storage
+            .as_ref()
+            .and_then(|s| s.size.as_deref())
+            .unwrap_or(defaults::STORAGE_SIZE)
+    }
+
+    /// The StorageClass, or None for static hostPath volumes.
+    pub fn storage_class(&self) -> Option<&str> {
+        self.storage
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .filter(|class| !class.is_empty())
+    }
+
+    /// Where snapshots are written, defaulted to the node directory /tmp/backup.
+    pub fn backup_target(&self) -> ResolvedTarget {
+        let target = self.backup.as_ref().and_then(|b| b.target.as_ref());
+        match target {
+            Some(BackupTarget {
+                persistent_volume_claim: Some(claim),
+                ..
+            }) => ResolvedTarget::Claim(claim.clone()),
+            Some(BackupTarget {
+                host_path: Some(path),
+                ..
+            }) => ResolvedTarget::HostPath(path.clone()),
+            _ => ResolvedTarget::HostPath(defaults::BACKUP_HOST_PATH.to_string()),
+        }
+    }
+
+    /// How many snapshots retention keeps, defaulted.
+    pub fn keep_last(&self) -> i32 {
+        self.backup
+            .as_ref()
+            .and_then(|b| b.retention.as_ref())
+            .and_then(|r| r.keep_last)
+            .unwrap_or(defaults::KEEP_LAST)
+    }
+
+    /// Whether scheduled backups are paused.
+    pub fn backups_suspended(&self) -> bool {
+        self.backup.as_ref().is_some_and(|b| b.suspend)
+    }
+}
+
+/// The backup target after defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolvedTarget {
+    /// A directory on the node.
+    HostPath(String),
+    /// A PersistentVolumeClaim in the app's namespace.
+    Claim(String),
+}

@@ -1,0 +1,86 @@
+//! What the data mover prints (one JSON line) and writes to the Job's termination message.
+//! The reconciler reads these into status; the plugin reads the catalog.
+
+use serde::{Deserialize, Serialize};
+
+/// Result of `hellostateful-reconciler backup`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSummary {
+    pub id: String,
+    pub time: String,
+    pub bytes: u64,
+    pub files: u64,
+    #[serde(default)]
+    pub new_bytes: u64,
+    #[serde(default)]
+    pub linked_files: u64,
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub ordinals: Vec<u32>,
+    #[serde(default)]
+    pub pruned: Vec<String>,
+}
+
+/// Result of `hellostateful-reconciler restore`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreSummary {
+    pub restored: bool,
+    /// Why nothing was restored (`NoBackup` with `--if-exists`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub bytes: u64,
+    #[serde(default)]
+    pub files: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// One snapshot in `hellostateful-reconciler backups --json`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogEntry {
+    pub id: String,
+    pub time: String,
+    pub bytes: u64,
+    pub files: u64,
+    #[serde(default)]
+    pub new_bytes: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub ordinals: Vec<u32>,
+}
+
+/// The last line of `text` that parses as `T`: the mover's summary follows any warnings.
+pub fn parse_last_line<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    text.lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line.trim()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_summary_after_warnings() {
+        let text = "warning: skipping lost+found\n{\"id\":\"20261129T150102Z\",\"time\":\"2026-11-29T15:01:02Z\",\"bytes\":10,\"files\":2,\"newBytes\":4,\"linkedFiles\":1,\"durationMs\":3,\"ordinals\":[0],\"pruned\":[]}\n";
+        let summary: BackupSummary = parse_last_line(text).expect("summary");
+        assert_eq!(summary.id, "20261129T150102Z");
+        assert_eq!(summary.new_bytes, 4);
+        assert!(parse_last_line::<BackupSummary>("no json here").is_none());
+    }
+
+    #[test]
+    fn parses_a_restore_that_found_no_backup() {
+        let summary: RestoreSummary =
+            parse_last_line("{\"restored\":false,\"reason\":\"NoBackup\"}").expect("summary");
+        assert!(!summary.restored);
+        assert_eq!(summary.reason.as_deref(), Some("NoBackup"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Checks of a spec that the CRD schema cannot express. The reconciler reports a failure in
+//! status and an event; the plugin refuses before sending.
+
+use std::str::FromStr;
+
+use croner::Cron;
+use thiserror::Error;
+
+use crate::HelloStatefulSpec;
+
+/// Why a spec cannot be carried out.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SpecError {
+    #[error("backupSchedule {schedule:?} is not a valid cron schedule: {reason}")]
+    Schedule { schedule: String, reason: String },
+    #[error("restore-from {0:?} is not a backup id (like 20261129T150102Z) or \"latest\"")]
+    RestoreFrom(String),
+}
+
+/// Macros Kubernetes CronJobs accept in place of five fields.
+const CRON_MACROS: [&str; 7] = [
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+];
+
+/// Checks a cron schedule the way a CronJob would take it (five fields or a macro, with an
+/// optional `TZ=` prefix).
+pub fn schedule(schedule: &str) -> Result<(), SpecError> {
+    let invalid = |reason: String| SpecError::Schedule {
+        schedule: schedule.to_string(),
+        reason,
+    };
+    let expression = match schedule
+        .strip_prefix("TZ=")
+        .or(schedule.strip_prefix("CRON_TZ="))
+    {
+        Some(rest) => rest
+            .split_once(' ')
+            .map(|(_, expression)| expression.trim())
+            .ok_or_else(|| invalid("a time zone must be followed by a schedule".to_string()))?,
+        None => schedule.trim(),
+    };
+    if CRON_MACROS.contains(&expression) {
+        return Ok(());
+    }
+    let fields = expression.split_whitespace().count();
+    if fields != 5 {
+        return Err(invalid(format!(
+            "expected 5 fields (minute hour day-of-month month day-of-week), found {fields}"
+        )));
+    }
+    Cron::from_str(expression)
+        .map(|_| ())
+        .map_err(|error| invalid(error.to_string()))
+}
+
+/// Checks a `restore-from` annotation value: `latest` or a snapshot id.
+pub fn restore_from(value: &str) -> Result<(), SpecError> {
+    let is_id = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_')
+        && !value.starts_with('.');
+    if value == "latest" || is_id {
+        Ok(())
+    } else {
+        Err(SpecError::RestoreFrom(value.to_string()))
+    }
+}
+
+/// Every check of a spec beyond the schema.
+pub fn spec(spec: &HelloStatefulSpec) -> Result<(), SpecError> {
+    if let Some(expression) = &spec.backup_schedule {
+        schedule(expression)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_what_cronjobs_accept() {
+        for ok in [
+            "*/5 * * * *",
+            "0 3 * * 1-5",
+            "@hourly",
+            "TZ=Europe/Paris 0 3 * * *",
+            "*/1 * * * *",
+        ] {
+            assert_eq!(schedule(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_schedules_with_a_reason() {
+        for bad in ["* * *", "61 * * * *", "every minute", "* * * * * *"] {
+            let error = schedule(bad).expect_err(bad).to_string();
+            assert!(error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn restore_from_takes_latest_or_an_id_only() {
+        assert!(restore_from("latest").is_ok());
+        assert!(restore_from("20261129T150102Z").is_ok());
+        assert!(restore_from("20261129T150102Z-2").is_ok());
+        for bad in ["", "../etc", "a/b", ".hidden", "x y"] {
+            assert!(restore_from(bad).is_err(), "{bad}");
+        }
+    }
+}
