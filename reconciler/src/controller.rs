@@ -1,0 +1,1141 @@
+//! The controller: one reconcile pass per HelloStateful brings its children, its on-demand
+//! actions and its status in line with the spec and the annotations.
+//!
+//! Every decision is derived from what is in the cluster (children, Jobs, pods, status), never
+//! from memory, so a reconciler restarted at any moment finishes what was started.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use hellostateful_api::names::{self, Component};
+use hellostateful_api::summary::{self, BackupSummary, RestoreSummary};
+use hellostateful_api::{
+    HelloStateful, HelloStatefulStatus, LastBackup, RequestPhase, RequestStatus, validate,
+};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Config as WatcherConfig;
+use kube::runtime::{Predicate, WatchStreamExt, predicates, reflector, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::Error;
+use crate::children::{self, AppRef, MoverTask, Settings};
+use crate::conditions::{self, Conditions};
+use crate::drift;
+use crate::jobs::{self, JobState};
+use crate::metrics::Metrics;
+
+/// How often an app that needs nothing is looked at again.
+const RESYNC: Duration = Duration::from_secs(300);
+/// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
+/// case no watch event arrives.
+const WAIT: Duration = Duration::from_secs(3);
+
+/// What every reconcile pass shares.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    /// Consecutive failures per app, for exponential backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Self {
+        let reporter = Reporter {
+            controller: names::FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            settings,
+            failures: Mutex::default(),
+        }
+    }
+}
+
+/// Runs the controller until a shutdown signal; `ready` is called once it watches.
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let apps = Api::<HelloStateful>::all(client.clone());
+    let managed = WatcherConfig::default().labels(&format!(
+        "app.kubernetes.io/managed-by={}",
+        names::FIELD_MANAGER
+    ));
+    // Generation alone would miss the on-demand annotations (they change no generation).
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(apps, WatcherConfig::default().any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation::<HelloStateful>
+                .combine(predicates::annotations::<HelloStateful>),
+            Default::default(),
+        );
+    Controller::for_stream(trigger, reader)
+        .owns(Api::<StatefulSet>::all(client.clone()), managed.clone())
+        .owns(Api::<Service>::all(client.clone()), managed.clone())
+        .owns(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            managed.clone(),
+        )
+        .owns(Api::<CronJob>::all(client.clone()), managed.clone())
+        // Jobs made by the CronJob are owned by it, not by the app: map them by label.
+        .watches(
+            Api::<Job>::all(client.clone()),
+            managed.clone(),
+            app_of_labelled,
+        )
+        .watches(
+            Api::<PersistentVolume>::all(client.clone()),
+            managed,
+            app_of_labelled,
+        )
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                warn!(%error, "reconcile failed");
+            }
+        })
+        .await;
+}
+
+/// The app a child belongs to, from its labels (PVs carry the namespace as a label).
+fn app_of_labelled<K: Resource>(child: K) -> Option<ObjectRef<HelloStateful>> {
+    let labels = child.meta().labels.as_ref()?;
+    let name = labels.get("app.kubernetes.io/instance")?;
+    let namespace = child
+        .meta()
+        .namespace
+        .clone()
+        .or_else(|| labels.get(names::NAMESPACE_LABEL).cloned())?;
+    Some(ObjectRef::new(name).within(&namespace))
+}
+
+/// One reconcile pass, with metrics and the finalizer that releases volumes.
+pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.reconciles.inc();
+    let namespace = app
+        .namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let api = Api::<HelloStateful>::namespaced(ctx.client.clone(), &namespace);
+    let result = finalizer(&api, names::FINALIZER, app.clone(), |event| async {
+        match event {
+            Finalizer::Apply(app) => apply(app, ctx.clone()).await,
+            Finalizer::Cleanup(app) => cleanup(app, ctx.clone()).await,
+        }
+    })
+    .await
+    .map_err(|error| Error::Finalizer(Box::new(error)));
+    ctx.metrics
+        .duration
+        .observe(started.elapsed().as_secs_f64());
+    let key = format!("{namespace}/{}", app.name_any());
+    match result {
+        Ok(action) => {
+            if let Ok(mut failures) = ctx.failures.lock() {
+                failures.remove(&key);
+            }
+            Ok(action)
+        }
+        Err(error) if error.is_permanent() => {
+            // Retrying cannot help: say so on the app and wait for the spec to change.
+            report_refusal(&app, &ctx, &error).await?;
+            Ok(Action::await_change())
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Retries transient failures with exponential backoff, up to five minutes.
+pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .failures
+        .get_or_create(&crate::metrics::ErrorLabel {
+            error: error.metric_label(),
+        })
+        .inc();
+    let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
+    let attempt = match ctx.failures.lock() {
+        Ok(mut failures) => {
+            let count = failures.entry(key).or_insert(0);
+            *count = count.saturating_add(1);
+            *count
+        }
+        Err(_) => 1,
+    };
+    let delay = Duration::from_secs(2u64.saturating_pow(attempt.min(9)).min(300));
+    warn!(app = %app.name_any(), %error, ?delay, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+/// Records that the API server refused a child the spec asks for.
+async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Result<(), Error> {
+    let old = app.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let message = format!("the API server refused a child object: {error}");
+    let mut conditions = Conditions::new(&mut status.conditions, app.metadata.generation);
+    let changed = conditions.set(conditions::READY, false, "ChildRefused", &message);
+    if changed {
+        publish(
+            ctx,
+            app,
+            EventType::Warning,
+            "ChildRefused",
+            "Apply",
+            &message,
+        )
+        .await;
+    }
+    write_status(ctx, app, &old, status).await
+}
+
+/// Removes what owner references cannot: the cluster-scoped volumes. Their data, and every
+/// backup, stay on the node.
+async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let app_ref = AppRef::new(&app)?;
+    let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
+    for volume in app_volumes(&ctx, &app_ref).await? {
+        if volume.metadata.deletion_timestamp.is_none() {
+            volumes
+                .delete(&volume.name_any(), &DeleteParams::default())
+                .await?;
+        }
+    }
+    let target = match app.spec.backup_target() {
+        hellostateful_api::ResolvedTarget::HostPath(path) => format!("node directory {path}"),
+        hellostateful_api::ResolvedTarget::Claim(claim) => format!("claim {claim}"),
+    };
+    let note = format!(
+        "volumes released; backups are kept in {target} under {}/{}",
+        app_ref.namespace, app_ref.name
+    );
+    info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
+    publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
+    Ok(Action::await_change())
+}
+
+async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVolume>, Error> {
+    let selector = format!(
+        "app.kubernetes.io/instance={},{}={}",
+        app.name,
+        names::NAMESPACE_LABEL,
+        app.namespace
+    );
+    Ok(Api::<PersistentVolume>::all(ctx.client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// An event to publish once the pass has written status.
+struct Note {
+    kind: EventType,
+    reason: &'static str,
+    action: &'static str,
+    message: String,
+}
+
+/// The state of one pass: the status being built and the events it will publish.
+struct Pass<'a> {
+    ctx: &'a Context,
+    app: &'a AppRef<'a>,
+    status: HelloStatefulStatus,
+    notes: Vec<Note>,
+}
+
+impl Pass<'_> {
+    fn note(
+        &mut self,
+        kind: EventType,
+        reason: &'static str,
+        action: &'static str,
+        message: String,
+    ) {
+        self.notes.push(Note {
+            kind,
+            reason,
+            action,
+            message,
+        });
+    }
+
+    fn conditions(&mut self) -> Conditions<'_> {
+        Conditions::new(
+            &mut self.status.conditions,
+            self.app.app.metadata.generation,
+        )
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.ctx.client.clone(), &self.app.namespace)
+    }
+
+    /// Applies `desired` unless the cluster already has every field of it.
+    async fn apply<K>(&self, desired: &K, observed: Option<&K>) -> Result<bool, Error>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Serialize
+            + DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
+    {
+        apply_to(&self.api::<K>(), desired, observed, self.ctx).await
+    }
+
+    /// Creates a mover Job.
+    async fn start_job(&mut self, name: &str, task: &MoverTask, reason: &str) -> Result<(), Error> {
+        let job = children::mover_job(self.app, name, task, reason, &self.ctx.settings)?;
+        match self.api::<Job>().create(&PostParams::default(), &job).await {
+            Ok(_) => Ok(()),
+            // Made by an earlier pass whose status write was lost: the Job is the truth.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The mover's termination message of a finished Job.
+    async fn job_message(&self, job: &str) -> Result<Option<String>, Error> {
+        let pods = self
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+            .await?;
+        Ok(jobs::termination_message(&pods.items))
+    }
+
+    async fn failure_message(&self, job: &str, reason: String) -> Result<String, Error> {
+        Ok(match self.job_message(job).await? {
+            Some(message) if !message.is_empty() => jobs::failure_summary(&message),
+            _ => reason,
+        })
+    }
+}
+
+async fn apply_to<K>(
+    api: &Api<K>,
+    desired: &K,
+    observed: Option<&K>,
+    ctx: &Context,
+) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
+{
+    if let Some(observed) = observed {
+        let want = serde_json::to_value(desired).map_err(Error::Build)?;
+        let have = serde_json::to_value(observed).map_err(Error::Build)?;
+        if drift::is_subset(&want, &have) {
+            return Ok(false);
+        }
+    }
+    let name = desired.meta().name.clone().unwrap_or_default();
+    info!(child = %children::describe(desired), "applying");
+    api.patch(
+        &name,
+        &PatchParams::apply(names::FIELD_MANAGER).force(),
+        &Patch::Apply(desired),
+    )
+    .await?;
+    ctx.metrics.writes.inc();
+    Ok(true)
+}
+
+/// The newest token of an on-demand annotation that status has not yet acknowledged as
+/// finished.
+fn pending_token<'a>(
+    app: &'a HelloStateful,
+    annotation: &str,
+    acknowledged: Option<&RequestStatus>,
+) -> Option<&'a str> {
+    let token = app.annotations().get(annotation)?.as_str();
+    let done = acknowledged.is_some_and(|ack| ack.token == token && ack.phase.is_final());
+    (!token.is_empty() && !done).then_some(token)
+}
+
+fn request(
+    token: &str,
+    phase: RequestPhase,
+    job: Option<&str>,
+    message: impl Into<String>,
+) -> RequestStatus {
+    RequestStatus {
+        token: token.to_string(),
+        phase,
+        job: job.map(str::to_string),
+        backup_id: None,
+        message: Some(message.into()),
+    }
+}
+
+/// What the pass decided about restores.
+#[derive(Default)]
+struct RestoreGate {
+    /// A restore is under way: the app must not run and backups must wait.
+    in_progress: bool,
+}
+
+async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let app_ref = AppRef::new(&app)?;
+    let old = app.status.clone().unwrap_or_default();
+    let mut pass = Pass {
+        ctx: &ctx,
+        app: &app_ref,
+        status: old.clone(),
+        notes: Vec::new(),
+    };
+    pass.status.observed_generation = app.metadata.generation;
+    let action = converge(&mut pass).await;
+    let Pass { status, notes, .. } = pass;
+    // Status first: an event must never claim what status does not yet say.
+    write_status(&ctx, &app, &old, status).await?;
+    for note in notes {
+        publish(
+            &ctx,
+            &app,
+            note.kind,
+            note.reason,
+            note.action,
+            &note.message,
+        )
+        .await;
+    }
+    action
+}
+
+async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let app = pass.app;
+    let spec = &app.app.spec;
+    if let Err(error) = validate::spec(spec) {
+        let message = error.to_string();
+        if pass
+            .conditions()
+            .set(conditions::READY, false, "InvalidSpec", &message)
+        {
+            pass.note(EventType::Warning, "InvalidSpec", "Validate", message);
+        }
+        return Ok(Action::await_change());
+    }
+
+    // Storage: static volumes pinned to the node that holds the data, then the claims.
+    if spec.storage_class().is_none() {
+        let volumes = app_volumes(pass.ctx, app).await?;
+        let Some(node) = data_node(pass, &volumes).await? else {
+            let message = "no Ready, schedulable node to hold the app's data".to_string();
+            pass.conditions()
+                .set(conditions::READY, false, "NoNode", &message);
+            return Ok(Action::requeue(WAIT * 5));
+        };
+        pass.status.node_name = Some(node.clone());
+        let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
+        for ordinal in app.ordinals() {
+            let name = names::volume(&app.namespace, &app.name, ordinal);
+            match volumes.iter().find(|v| v.name_any() == name) {
+                Some(old) if old.metadata.deletion_timestamp.is_some() => {
+                    return waiting(
+                        pass,
+                        "OldVolumeReleasing",
+                        format!(
+                            "waiting for PersistentVolume {name} of an earlier app of this name to be released"
+                        ),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    apply_to(
+                        &volume_api,
+                        &children::volume(app, ordinal, &node)?,
+                        None,
+                        pass.ctx,
+                    )
+                    .await?;
+                }
+            }
+        }
+    } else {
+        pass.status.node_name = None;
+    }
+    let claims = pass.api::<PersistentVolumeClaim>();
+    for ordinal in app.ordinals() {
+        let name = names::claim(&app.name, ordinal);
+        match claims.get_opt(&name).await? {
+            Some(old) if old.metadata.deletion_timestamp.is_some() => {
+                return waiting(
+                    pass,
+                    "OldClaimReleasing",
+                    format!(
+                        "waiting for PersistentVolumeClaim {name} of an earlier app of this name to be deleted"
+                    ),
+                );
+            }
+            // Claims are immutable once made: never rewritten.
+            Some(_) => {}
+            None => {
+                pass.apply(&children::claim(app, ordinal)?, None).await?;
+            }
+        }
+    }
+    pass.status.backend_volumes = app.claims();
+
+    let service = pass
+        .api::<Service>()
+        .get_opt(&names::statefulset(&app.name))
+        .await?;
+    pass.apply(&children::service(app)?, service.as_ref())
+        .await?;
+
+    let jobs = pass
+        .api::<Job>()
+        .list(&ListParams::default().labels(&format!(
+            "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
+            app.name,
+            names::FIELD_MANAGER
+        )))
+        .await?
+        .items;
+    let statefulset = pass
+        .api::<StatefulSet>()
+        .get_opt(&names::statefulset(&app.name))
+        .await?;
+
+    let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
+    let mut gate = RestoreGate::default();
+    if !initialized
+        && app.app.spec.restore_from_existing
+        && let Some(action) = initial_restore(pass, &jobs).await?
+    {
+        return Ok(action);
+    }
+    let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
+
+    let desired = children::statefulset(app, replicas, statefulset.as_ref())?;
+    pass.apply(&desired, statefulset.as_ref()).await?;
+    if !initialized {
+        pass.conditions().set(
+            conditions::INITIALIZED,
+            true,
+            "Created",
+            "the app's volumes and StatefulSet exist",
+        );
+    }
+
+    apply_schedule(pass, gate.in_progress).await?;
+    on_demand_backup(pass, &jobs, gate.in_progress).await?;
+    record_backups(pass, &jobs).await?;
+
+    // Ready, Restoring, BackingUp.
+    let ready = statefulset
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    pass.status.ready_replicas = ready;
+    let wanted = spec.replicas;
+    let backing_up = jobs
+        .iter()
+        .filter(|job| component(job) == Some(Component::Backup))
+        .find(|job| jobs::is_active(job))
+        .map(|job| job.name_any());
+    let mut conditions = pass.conditions();
+    match &backing_up {
+        Some(job) => conditions.set(
+            conditions::BACKING_UP,
+            true,
+            "JobRunning",
+            &format!("Job {job} is copying the app's data"),
+        ),
+        None => conditions.set(
+            conditions::BACKING_UP,
+            false,
+            "Idle",
+            "no backup is running",
+        ),
+    };
+    if !gate.in_progress {
+        conditions.set(
+            conditions::RESTORING,
+            false,
+            "Idle",
+            "no restore is running",
+        );
+    }
+    if gate.in_progress {
+        conditions.set(
+            conditions::READY,
+            false,
+            "Restoring",
+            "the app is stopped while its data is restored",
+        );
+    } else if ready >= wanted {
+        conditions.set(
+            conditions::READY,
+            true,
+            "AllReplicasReady",
+            &format!("{ready}/{wanted} replicas ready"),
+        );
+    } else {
+        conditions.set(
+            conditions::READY,
+            false,
+            "ReplicasNotReady",
+            &format!("{ready}/{wanted} replicas ready"),
+        );
+    }
+    let busy = gate.in_progress
+        || backing_up.is_some()
+        || ready != wanted
+        || pass
+            .status
+            .backup_request
+            .as_ref()
+            .is_some_and(|r| !r.phase.is_final());
+    Ok(Action::requeue(if busy { WAIT } else { RESYNC }))
+}
+
+/// Says what the app waits for, and looks again soon.
+fn waiting(pass: &mut Pass<'_>, reason: &str, message: String) -> Result<Action, Error> {
+    pass.conditions()
+        .set(conditions::READY, false, reason, &message);
+    Ok(Action::requeue(WAIT))
+}
+
+fn component(job: &Job) -> Option<Component> {
+    match job.labels().get("app.kubernetes.io/component")?.as_str() {
+        "backup" => Some(Component::Backup),
+        "restore" => Some(Component::Restore),
+        _ => None,
+    }
+}
+
+/// The node of the app's static volumes: where existing volumes are pinned, else where the
+/// status says, else the first Ready schedulable node by name.
+async fn data_node(pass: &Pass<'_>, volumes: &[PersistentVolume]) -> Result<Option<String>, Error> {
+    if let Some(node) = volumes.iter().find_map(children::volume_node) {
+        return Ok(Some(node));
+    }
+    if let Some(node) = &pass.status.node_name {
+        return Ok(Some(node.clone()));
+    }
+    let nodes = Api::<Node>::all(pass.ctx.client.clone())
+        .list(&ListParams::default())
+        .await?;
+    let mut usable: Vec<String> = nodes
+        .items
+        .iter()
+        .filter(|node| {
+            let schedulable = !node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false);
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            schedulable && ready
+        })
+        .map(|node| node.name_any())
+        .collect();
+    usable.sort();
+    Ok(usable.into_iter().next())
+}
+
+/// `restoreFromExisting` on creation: the restore Job runs to completion before the
+/// StatefulSet exists. Returns an action when the app must not start yet.
+async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Action>, Error> {
+    let app = pass.app;
+    let uid = app.app.uid().unwrap_or_default();
+    let job_name = names::initial_restore_job(&app.name, &uid);
+    let Some(job) = jobs.iter().find(|job| job.name_any() == job_name) else {
+        let task = MoverTask::Restore {
+            from: "latest".into(),
+            if_exists: true,
+        };
+        pass.start_job(&job_name, &task, "created").await?;
+        pass.conditions().set(
+            conditions::RESTORING,
+            true,
+            "RestoreRunning",
+            &format!("Job {job_name} restores the newest backup before the app starts"),
+        );
+        pass.conditions().set(
+            conditions::READY,
+            false,
+            "Restoring",
+            "the app starts once its data is restored",
+        );
+        pass.note(
+            EventType::Normal,
+            "RestoreStarted",
+            "Restore",
+            format!("restoring the newest backup with Job {job_name} before the app starts"),
+        );
+        return Ok(Some(Action::requeue(WAIT)));
+    };
+    match jobs::state(job) {
+        JobState::Running => {
+            pass.conditions().set(
+                conditions::RESTORING,
+                true,
+                "RestoreRunning",
+                &format!("Job {job_name} restores the newest backup before the app starts"),
+            );
+            pass.conditions().set(
+                conditions::READY,
+                false,
+                "Restoring",
+                "the app starts once its data is restored",
+            );
+            Ok(Some(Action::requeue(WAIT)))
+        }
+        JobState::Succeeded => {
+            let outcome = pass
+                .job_message(&job_name)
+                .await?
+                .and_then(|m| summary::parse_last_line::<RestoreSummary>(&m));
+            match outcome {
+                Some(RestoreSummary {
+                    restored: true, id, ..
+                }) => {
+                    let id = id.unwrap_or_default();
+                    pass.status.is_restored = true;
+                    pass.ctx
+                        .metrics
+                        .restores
+                        .get_or_create(&crate::metrics::ResultLabel {
+                            result: "succeeded".into(),
+                        })
+                        .inc();
+                    pass.conditions().set(
+                        conditions::RESTORING,
+                        false,
+                        "Restored",
+                        &format!("restored backup {id} before the app started"),
+                    );
+                    pass.note(
+                        EventType::Normal,
+                        "Restored",
+                        "Restore",
+                        format!("restored backup {id}; starting the app"),
+                    );
+                }
+                _ => {
+                    pass.conditions().set(
+                        conditions::RESTORING,
+                        false,
+                        "NoBackup",
+                        "no backup of this app exists: it starts with empty volumes",
+                    );
+                    pass.note(EventType::Normal, "NoBackup", "Restore", format!(
+                        "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
+                        app.namespace, app.name
+                    ));
+                }
+            }
+            Ok(None)
+        }
+        JobState::Failed(reason) => {
+            let message = pass.failure_message(&job_name, reason).await?;
+            let full = format!(
+                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten; fix the backup target, or set spec.restoreFromExisting to false to start without a restore"
+            );
+            if pass
+                .conditions()
+                .set(conditions::RESTORING, false, "RestoreFailed", &full)
+            {
+                Metrics::finished(&pass.ctx.metrics.restores, false);
+                pass.note(EventType::Warning, "RestoreFailed", "Restore", full.clone());
+            }
+            pass.conditions()
+                .set(conditions::READY, false, "RestoreFailed", &full);
+            Ok(Some(Action::await_change()))
+        }
+    }
+}
+
+/// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
+/// restore Job, start the app again. Returns the replicas the StatefulSet must have.
+async fn on_demand_restore(
+    pass: &mut Pass<'_>,
+    jobs: &[Job],
+    initialized: bool,
+    gate: &mut RestoreGate,
+) -> Result<i32, Error> {
+    let app = pass.app;
+    let replicas = app.app.spec.replicas;
+    let old = pass.status.restore_request.clone();
+    let Some(token) = pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) else {
+        return Ok(replicas);
+    };
+    let from = app
+        .app
+        .annotations()
+        .get(names::RESTORE_FROM)
+        .map(String::as_str)
+        .unwrap_or("latest");
+    if let Err(error) = validate::restore_from(from) {
+        let message = error.to_string();
+        pass.status.restore_request = Some(request(token, RequestPhase::Failed, None, &message));
+        pass.note(EventType::Warning, "RestoreRefused", "Restore", message);
+        return Ok(replicas);
+    }
+    if !initialized {
+        pass.status.restore_request = Some(request(
+            token,
+            RequestPhase::Pending,
+            None,
+            "waiting for the app to be created",
+        ));
+        return Ok(replicas);
+    }
+    let job_name = names::restore_job(&app.name, token);
+    let set = |pass: &mut Pass<'_>, phase, message: String, backup_id: Option<String>| {
+        let mut status = request(token, phase, Some(&job_name), message);
+        status.backup_id = backup_id;
+        pass.status.restore_request = Some(status);
+    };
+    match jobs
+        .iter()
+        .find(|job| job.name_any() == job_name)
+        .map(jobs::state)
+    {
+        Some(JobState::Running) => {
+            gate.in_progress = true;
+            set(
+                pass,
+                RequestPhase::Running,
+                format!("Job {job_name} restores {from}"),
+                None,
+            );
+            pass.conditions().set(
+                conditions::RESTORING,
+                true,
+                "RestoreRunning",
+                &format!("Job {job_name} restores {from}"),
+            );
+            Ok(0)
+        }
+        Some(JobState::Succeeded) => {
+            let outcome = pass
+                .job_message(&job_name)
+                .await?
+                .and_then(|m| summary::parse_last_line::<RestoreSummary>(&m));
+            let id = outcome
+                .and_then(|o| o.id)
+                .unwrap_or_else(|| from.to_string());
+            let message = format!("restored backup {id}; the app runs {replicas} replica(s) again");
+            set(pass, RequestPhase::Succeeded, message.clone(), Some(id));
+            pass.status.is_restored = true;
+            Metrics::finished(&pass.ctx.metrics.restores, true);
+            pass.conditions()
+                .set(conditions::RESTORING, false, "Restored", &message);
+            pass.note(EventType::Normal, "Restored", "Restore", message);
+            Ok(replicas)
+        }
+        Some(JobState::Failed(reason)) => {
+            let message = pass.failure_message(&job_name, reason).await?;
+            let message =
+                format!("restore of {from} failed: {message}; the live data was not replaced");
+            set(pass, RequestPhase::Failed, message.clone(), None);
+            Metrics::finished(&pass.ctx.metrics.restores, false);
+            pass.conditions()
+                .set(conditions::RESTORING, false, "RestoreFailed", &message);
+            pass.note(EventType::Warning, "RestoreFailed", "Restore", message);
+            Ok(replicas)
+        }
+        None => {
+            gate.in_progress = true;
+            let backup = jobs
+                .iter()
+                .filter(|job| component(job) == Some(Component::Backup))
+                .find(|job| jobs::is_active(job));
+            let pods = pass
+                .api::<Pod>()
+                .list(&ListParams::default().labels(&names::selector_string(&app.name)))
+                .await?
+                .items;
+            let (phase, message) = if let Some(backup) = backup {
+                (
+                    RequestPhase::Pending,
+                    format!("waiting for backup Job {} to finish", backup.name_any()),
+                )
+            } else if !pods.is_empty() {
+                (
+                    RequestPhase::Pending,
+                    format!(
+                        "stopping the app: waiting for {} pod(s) to exit",
+                        pods.len()
+                    ),
+                )
+            } else {
+                let task = MoverTask::Restore {
+                    from: from.to_string(),
+                    if_exists: false,
+                };
+                pass.start_job(&job_name, &task, "requested").await?;
+                pass.note(
+                    EventType::Normal,
+                    "RestoreStarted",
+                    "Restore",
+                    format!("restoring {from} with Job {job_name}; the app is stopped meanwhile"),
+                );
+                (
+                    RequestPhase::Running,
+                    format!("Job {job_name} restores {from}"),
+                )
+            };
+            pass.conditions()
+                .set(conditions::RESTORING, true, "RestoreRunning", &message);
+            set(pass, phase, message, None);
+            Ok(0)
+        }
+    }
+}
+
+/// The backup CronJob: applied while a schedule is set (suspended during restores), deleted
+/// when the schedule is removed.
+async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Error> {
+    let app = pass.app;
+    let api = pass.api::<CronJob>();
+    let name = names::cronjob(&app.name);
+    let existing = api.get_opt(&name).await?;
+    match &app.app.spec.backup_schedule {
+        Some(schedule) => {
+            let mut desired = children::cronjob(app, schedule, &pass.ctx.settings)?;
+            if restoring && let Some(spec) = desired.spec.as_mut() {
+                spec.suspend = Some(true);
+            }
+            pass.apply(&desired, existing.as_ref()).await?;
+        }
+        None => {
+            if existing.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+                api.delete(&name, &DeleteParams::background()).await?;
+                pass.ctx.metrics.writes.inc();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An on-demand backup: one Job per token, acknowledged with the snapshot id.
+async fn on_demand_backup(pass: &mut Pass<'_>, jobs: &[Job], restoring: bool) -> Result<(), Error> {
+    let app = pass.app;
+    let old = pass.status.backup_request.clone();
+    let Some(token) = pending_token(app.app, names::BACKUP_REQUESTED, old.as_ref()) else {
+        return Ok(());
+    };
+    let job_name = names::backup_job(&app.name, token);
+    let status = match jobs
+        .iter()
+        .find(|job| job.name_any() == job_name)
+        .map(jobs::state)
+    {
+        None if restoring => request(
+            token,
+            RequestPhase::Pending,
+            None,
+            "waiting for the restore to finish",
+        ),
+        None => {
+            pass.start_job(&job_name, &MoverTask::Backup, "requested")
+                .await?;
+            pass.note(
+                EventType::Normal,
+                "BackupStarted",
+                "Backup",
+                format!("backing up with Job {job_name}"),
+            );
+            request(
+                token,
+                RequestPhase::Running,
+                Some(&job_name),
+                format!("Job {job_name} copies the app's data"),
+            )
+        }
+        Some(JobState::Running) => request(
+            token,
+            RequestPhase::Running,
+            Some(&job_name),
+            format!("Job {job_name} copies the app's data"),
+        ),
+        Some(JobState::Succeeded) => {
+            let outcome = pass
+                .job_message(&job_name)
+                .await?
+                .and_then(|m| summary::parse_last_line::<BackupSummary>(&m));
+            let mut status = request(
+                token,
+                RequestPhase::Succeeded,
+                Some(&job_name),
+                "backup finished",
+            );
+            if let Some(outcome) = outcome {
+                status.message = Some(format!(
+                    "backup {} finished: {} files, {} bytes",
+                    outcome.id, outcome.files, outcome.bytes
+                ));
+                status.backup_id = Some(outcome.id);
+            }
+            status
+        }
+        Some(JobState::Failed(reason)) => {
+            let message = pass.failure_message(&job_name, reason).await?;
+            request(
+                token,
+                RequestPhase::Failed,
+                Some(&job_name),
+                format!("backup failed: {message}; earlier backups are intact"),
+            )
+        }
+    };
+    pass.status.backup_request = Some(status);
+    Ok(())
+}
+
+/// lastBackup and the BackupSucceeded / BackupFailed conditions, from the newest finished
+/// backup Job (scheduled or on demand), with an event and metrics once per Job.
+async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+    let newest = jobs
+        .iter()
+        .filter(|job| component(job) == Some(Component::Backup))
+        .filter(|job| jobs::state(job) != JobState::Running)
+        .max_by_key(|job| jobs::finished_at(job));
+    let Some(job) = newest else {
+        return Ok(());
+    };
+    let job_name = job.name_any();
+    match jobs::state(job) {
+        JobState::Succeeded => {
+            if pass
+                .status
+                .last_backup
+                .as_ref()
+                .and_then(|b| b.job.as_deref())
+                == Some(job_name.as_str())
+            {
+                return Ok(());
+            }
+            let Some(outcome) = pass
+                .job_message(&job_name)
+                .await?
+                .and_then(|m| summary::parse_last_line::<BackupSummary>(&m))
+            else {
+                return Ok(());
+            };
+            let message = format!(
+                "backup {} by Job {job_name}: {} files, {} bytes ({} new) in {} ms",
+                outcome.id, outcome.files, outcome.bytes, outcome.new_bytes, outcome.duration_ms
+            );
+            Metrics::finished(&pass.ctx.metrics.backups, true);
+            pass.ctx.metrics.backup_bytes.inc_by(outcome.bytes);
+            pass.status.last_backup = Some(LastBackup {
+                id: outcome.id,
+                time: outcome.time,
+                bytes: outcome.bytes,
+                files: outcome.files,
+                new_bytes: outcome.new_bytes,
+                duration_ms: outcome.duration_ms,
+                job: Some(job_name),
+            });
+            pass.conditions().set(
+                conditions::BACKUP_SUCCEEDED,
+                true,
+                "BackupSucceeded",
+                &message,
+            );
+            pass.conditions().set(
+                conditions::BACKUP_FAILED,
+                false,
+                "BackupSucceeded",
+                &message,
+            );
+            pass.note(EventType::Normal, "BackupSucceeded", "Backup", message);
+        }
+        JobState::Failed(reason) => {
+            let message = pass.failure_message(&job_name, reason).await?;
+            let message =
+                format!("backup Job {job_name} failed: {message}; earlier backups are intact");
+            pass.conditions().set(
+                conditions::BACKUP_SUCCEEDED,
+                false,
+                "BackupFailed",
+                &message,
+            );
+            if pass
+                .conditions()
+                .set(conditions::BACKUP_FAILED, true, "BackupFailed", &message)
+            {
+                Metrics::finished(&pass.ctx.metrics.backups, false);
+                pass.note(EventType::Warning, "BackupFailed", "Backup", message);
+            }
+        }
+        JobState::Running => {}
+    }
+    Ok(())
+}
+
+/// Writes status by server-side apply, only when it changed.
+async fn write_status(
+    ctx: &Context,
+    app: &HelloStateful,
+    old: &HelloStatefulStatus,
+    status: HelloStatefulStatus,
+) -> Result<(), Error> {
+    if &status == old {
+        return Ok(());
+    }
+    let api =
+        Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": HelloStateful::api_version(&()),
+        "kind": HelloStateful::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &app.name_any(),
+        &PatchParams::apply(names::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn publish(
+    ctx: &Context,
+    app: &HelloStateful,
+    kind: EventType,
+    reason: &str,
+    action: &str,
+    message: &str,
+) {
+    let event = Event {
+        type_: kind,
+        reason: reason.to_string(),
+        note: Some(message.chars().take(1000).collect()),
+        action: action.to_string(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
+        warn!(%error, reason, "could not publish an event");
+    }
+}

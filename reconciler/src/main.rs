@@ -1,0 +1,173 @@
+//! `hellostateful-reconciler`: the controller (`run`), the data mover (`backup`, `restore`,
+//! `backups`, `verify`, `prune`, run inside Jobs) and `crd`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use hellostateful_reconciler::children::Settings;
+use hellostateful_reconciler::controller::{self, Context};
+use hellostateful_reconciler::leader::LeaderElection;
+use hellostateful_reconciler::metrics::Metrics;
+use hellostateful_reconciler::server::{self, Health};
+use prometheus_client::registry::Registry;
+use tracing::{error, info};
+
+#[derive(Parser)]
+#[command(
+    name = "hellostateful-reconciler",
+    version,
+    about = "Runs HelloStateful apps on Kubernetes and moves their data",
+    long_about = "Runs HelloStateful apps on Kubernetes and moves their data.\n\n\
+`run` is the controller (in the cluster, or outside it with the current kubeconfig). The \
+data-mover subcommands run inside the backup and restore Jobs the controller makes."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller.
+    Run(RunArgs),
+    /// Print the HelloStateful CRD as YAML (what manifests/crd.yaml holds).
+    Crd,
+    #[command(flatten)]
+    Mover(hellostateful_mover::cli::MoverCommand),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Image the backup and restore Jobs run (this binary's image).
+    #[arg(long, env = "HELLOSTATEFUL_IMAGE", default_value = concat!("hellostateful-reconciler:", env!("CARGO_PKG_VERSION")))]
+    mover_image: String,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_addr: SocketAddr,
+    /// Take a Lease before reconciling, so that only one replica acts at a time.
+    #[arg(long, env = "HELLOSTATEFUL_LEADER_ELECT", default_value_t = false)]
+    leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "hellostateful-system")]
+    lease_namespace: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "HELLOSTATEFUL_LOG_JSON", default_value_t = false)]
+    log_json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Mover(command) => hellostateful_mover::cli::run(command),
+        Command::Crd => match hellostateful_reconciler::crd_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: printing the CRD: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run(args) => {
+            init_logging(args.log_json);
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("error: starting the async runtime: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(run(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    error!("{error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes (in-cluster config or the current kubeconfig)")?;
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let health = Arc::new(Health {
+        registry,
+        ready: Default::default(),
+    });
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("listening on {}", args.metrics_addr))?;
+    tokio::spawn(axum::serve(listener, server::router(health.clone())).into_future());
+
+    let identity = std::env::var("POD_NAME")
+        .unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+    let election = args.leader_elect.then(|| {
+        LeaderElection::new(
+            client.clone(),
+            &args.lease_namespace,
+            "hellostateful-reconciler",
+            &identity,
+        )
+    });
+    if let Some(election) = &election {
+        info!(%identity, "waiting for leadership");
+        election
+            .acquire()
+            .await
+            .context("taking the leader Lease")?;
+    }
+    health.ready.store(true, Ordering::Relaxed);
+    info!(mover_image = %args.mover_image, "reconciling HelloStateful apps");
+    let ctx = Arc::new(Context::new(
+        client,
+        metrics,
+        Settings {
+            mover_image: args.mover_image,
+        },
+    ));
+    let outcome = match &election {
+        Some(election) => tokio::select! {
+            () = controller::run(ctx) => Ok(()),
+            lost = election.hold() => Err(anyhow::anyhow!("stopping: {lost}")),
+        },
+        None => {
+            controller::run(ctx).await;
+            Ok(())
+        }
+    };
+    if let Some(election) = &election {
+        election.release().await;
+    }
+    info!("stopped");
+    outcome
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "reconciler".to_string())
+}

@@ -1,0 +1,88 @@
+//! Prometheus metrics of the reconciler, served at /metrics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Outcome label of an action.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+/// Kind label of a failure.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub error: String,
+}
+
+/// Every metric the reconciler exports.
+pub struct Metrics {
+    pub reconciles: Counter,
+    pub failures: Family<ErrorLabel, Counter>,
+    pub duration: Histogram,
+    pub writes: Counter,
+    pub backups: Family<ResultLabel, Counter>,
+    pub restores: Family<ResultLabel, Counter>,
+    pub backup_bytes: Counter,
+}
+
+impl Metrics {
+    /// Makes the metrics and registers them under the `hellostateful` prefix.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            reconciles: Counter::default(),
+            failures: Family::default(),
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            writes: Counter::default(),
+            backups: Family::default(),
+            restores: Family::default(),
+            backup_bytes: Counter::default(),
+        };
+        let registry = registry.sub_registry_with_prefix("hellostateful");
+        registry.register("reconciles", "Reconcile passes", metrics.reconciles.clone());
+        registry.register(
+            "reconcile_failures",
+            "Reconcile passes that failed, by error",
+            metrics.failures.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of reconcile passes",
+            metrics.duration.clone(),
+        );
+        registry.register(
+            "child_writes",
+            "Writes of child objects (zero at steady state)",
+            metrics.writes.clone(),
+        );
+        registry.register(
+            "backups",
+            "Finished backups, by result",
+            metrics.backups.clone(),
+        );
+        registry.register(
+            "restores",
+            "Finished restores, by result",
+            metrics.restores.clone(),
+        );
+        registry.register(
+            "backup_bytes",
+            "Bytes in finished backups",
+            metrics.backup_bytes.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a finished backup or restore.
+    pub fn finished(family: &Family<ResultLabel, Counter>, succeeded: bool) {
+        let result = if succeeded { "succeeded" } else { "failed" };
+        family
+            .get_or_create(&ResultLabel {
+                result: result.to_string(),
+            })
+            .inc();
+    }
+}
