@@ -1139,3 +1139,7 @@ async fn publish(
         warn!(%error, reason, "could not publish an event");
     }
 }
+
+#[cfg(test)]
+#[path = "controller_tests.rs"]
+mod tests;
