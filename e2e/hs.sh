@@ -1,0 +1,86 @@
+# Helpers for the hellostateful e2e suites (bash; source after lib.sh). They assume
+# KUBECONFIG points at the test cluster, whose only node is this machine: hostPath volumes
+# and backups are plain directories here.
+
+HOSTPATH_ROOT=/tmp/hostpath-provisioner
+BACKUP_ROOT=${BACKUP_ROOT:-/tmp/backup}
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HS_PLUGIN=${HS_PLUGIN:-${CARGO_TARGET_DIR:-$E2E_ROOT/target}/release/kubectl-hellostateful}
+RECONCILER_NS=hellostateful-system
+
+# new_ns PREFIX: a fresh namespace (printed); deleted by cleanup_ns.
+new_ns() {
+  local ns="$1-$RANDOM$RANDOM"
+  kubectl create namespace "$ns" >/dev/null
+  echo "$ns"
+}
+
+# cleanup_ns NS: delete the namespace, its apps' node data and backups.
+cleanup_ns() {
+  local ns=$1
+  kubectl -n "$ns" delete hellostatefuls --all --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  rm -rf "${HOSTPATH_ROOT:?}/$ns" "${BACKUP_ROOT:?}/$ns"
+}
+
+# app_yaml NAME [SPEC-JSON]: a HelloStateful manifest (spec defaults to the 2018 one).
+app_yaml() {
+  local name=$1 spec=${2:-'{"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"}'}
+  printf 'apiVersion: hello-stateful.example.com/v1alpha1\nkind: HelloStateful\nmetadata: {name: %s}\nspec: %s\n' "$name" "$spec"
+}
+
+# status NS NAME JSONPATH: one status field.
+jp() { kubectl -n "$1" get hellostateful "$2" -o "jsonpath=$3" 2>/dev/null; }
+
+# ready NS NAME: the app's Ready condition is True.
+app_ready() { [[ $(jp "$1" "$2" '{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+
+# host_log NS NAME ORDINAL: the app's log file on the node.
+host_log() { echo "$HOSTPATH_ROOT/$1/$2/$3/stateful.log"; }
+
+# lines_at_least FILE N
+lines_at_least() { [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; }
+
+# backups_of NS NAME: complete snapshot ids on the node, oldest first.
+backups_of() { find "$BACKUP_ROOT/$1/$2" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
+
+# has_backup NS NAME: at least one complete snapshot exists.
+has_backup() { [[ -n $(backups_of "$1" "$2") ]]; }
+
+# request_phase NS NAME backupRequest|restoreRequest TOKEN: prints the phase once the token is acknowledged.
+acknowledged() {
+  local token phase
+  token=$(jp "$1" "$2" "{.status.$3.token}")
+  phase=$(jp "$1" "$2" "{.status.$3.phase}")
+  [[ $token == "$4" && ( $phase == Succeeded || $phase == Failed ) ]]
+}
+
+# annotate NS NAME KEY=VALUE...
+annotate() { local ns=$1 name=$2; shift 2; kubectl -n "$ns" annotate --overwrite hellostateful "$name" "$@" >/dev/null; }
+
+# reconciler_metric NAME: a counter of the in-cluster reconciler (sum over labels).
+reconciler_metric() {
+  kubectl get --raw "/api/v1/namespaces/$RECONCILER_NS/services/hellostateful-reconciler-metrics:8080/proxy/metrics" |
+    awk -v m="$1" '$1 ~ "^"m"(_total)?([{].*)?$" { s += $2 } END { print s + 0 }'
+}
+
+# reconciler_restarts: restart count of the reconciler container.
+reconciler_restarts() {
+  kubectl -n "$RECONCILER_NS" get pods -l app.kubernetes.io/component=reconciler \
+    -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# expect_fail PATTERN CMD...: CMD fails and its output contains PATTERN.
+expect_fail() {
+  local pattern=$1 out; shift
+  if out=$("$@" 2>&1); then
+    echo "expected failure, but it succeeded: $*"; echo "$out"; return 1
+  fi
+  grep -qF -- "$pattern" <<<"$out" || { echo "output lacks '$pattern':"; echo "$out"; return 1; }
+}
+
+# on_fail NS: print debugging details (use as: some_check || { on_fail NS; return 1; })
+on_fail() { dump_debug "$1"; kubectl -n "$RECONCILER_NS" logs deploy/hellostateful-reconciler --tail=40 >&2 || true; }
+
+# metric_above NAME VALUE: the reconciler's counter NAME is above VALUE.
+metric_above() { (( $(reconciler_metric "$1") > $2 )); }

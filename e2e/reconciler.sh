@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Integration tests of the reconciler on the real cluster, with the reconciler running
+# in-cluster from manifests/ (so its RBAC is exercised too). Run by e2e/run-all.
+set -uo pipefail
+E2E_SUITE=reconciler
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+NS=$(new_ns rec)
+APP=minikube-hello-stateful
+trap 'cleanup_ns "$NS"' EXIT
+
+test_seed_manifest_makes_every_child_and_the_app_writes() {
+  app_yaml "$APP" | kubectl -n "$NS" apply -f - >/dev/null
+  wait_for "app Ready" 180 app_ready "$NS" "$APP" || { on_fail "$NS"; return 1; }
+  kubectl -n "$NS" get statefulset "$APP" >/dev/null
+  [[ $(kubectl -n "$NS" get service "$APP" -o jsonpath='{.spec.clusterIP}') == None ]]
+  [[ $(kubectl -n "$NS" get pvc "data-$APP-0" -o jsonpath='{.status.phase}') == Bound ]]
+  local pv="hellostateful-$NS-$APP-0"
+  [[ $(kubectl get pv "$pv" -o jsonpath='{.spec.persistentVolumeReclaimPolicy}') == Retain ]]
+  [[ $(kubectl get pv "$pv" -o jsonpath='{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}') == hellostateful-node ]]
+  [[ $(kubectl -n "$NS" get cronjob "backup-$APP" -o jsonpath='{.spec.schedule}') == '*/5 * * * *' ]]
+  [[ $(kubectl -n "$NS" get statefulset "$APP" -o jsonpath='{.metadata.ownerReferences[0].kind}') == HelloStateful ]]
+  [[ $(kubectl -n "$NS" get statefulset "$APP" -o jsonpath='{.metadata.labels.app\.kubernetes\.io/managed-by}') == hellostateful-reconciler ]]
+  # The app really writes, into its own volume on the node.
+  wait_for "two log lines on the node" 60 lines_at_least "$(host_log "$NS" "$APP" 0)" 2
+  [[ $(jp "$NS" "$APP" '{.status.backendVolumes[0]}') == "data-$APP-0" ]]
+  [[ $(jp "$NS" "$APP" '{.status.isRestored}') == false ]]
+  # restoreFromExisting without any backup: started fresh, and said so.
+  [[ $(jp "$NS" "$APP" '{.status.conditions[?(@.type=="Restoring")].reason}') == NoBackup ]]
+  kubectl -n "$NS" get events --field-selector reason=NoBackup -o name | grep -q .
+  [[ $(jp "$NS" "$APP" '{.status.observedGeneration}') == $(jp "$NS" "$APP" '{.metadata.generation}') ]]
+}
+
+test_an_unchanged_app_causes_no_write() {
+  wait_for "app Ready" 60 app_ready "$NS" "$APP"
+  local writes reconciles status
+  writes=$(reconciler_metric hellostateful_child_writes)
+  reconciles=$(reconciler_metric hellostateful_reconciles)
+  status=$(kubectl -n "$NS" get hellostateful "$APP" -o jsonpath='{.status}')
+  # An annotation change triggers a pass, like a resync would.
+  annotate "$NS" "$APP" "example.com/poke=$RANDOM"
+  wait_for "a reconcile pass" 30 metric_above hellostateful_reconciles "$reconciles"
+  [[ $(reconciler_metric hellostateful_child_writes) == "$writes" ]] || { echo "children were written"; return 1; }
+  [[ $(kubectl -n "$NS" get hellostateful "$APP" -o jsonpath='{.status}') == "$status" ]] || { echo "status was rewritten"; return 1; }
+}
+
+test_two_replicas_get_two_volumes() {
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"replicas":2}}' >/dev/null
+  wait_for "second claim bound" 90 bash -c "[[ \$(kubectl -n '$NS' get pvc 'data-$APP-1' -o jsonpath='{.status.phase}') == Bound ]]"
+  wait_for "replica 1 writes into its own volume" 90 lines_at_least "$(host_log "$NS" "$APP" 1)" 1
+  wait_for "app Ready with 2 replicas" 90 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.readyReplicas}') == 2 ]]"
+  [[ $(kubectl get pv "hellostateful-$NS-$APP-1" -o jsonpath='{.spec.claimRef.name}') == "data-$APP-1" ]]
+  [[ $(jp "$NS" "$APP" '{.status.backendVolumes}') == "[\"data-$APP-0\",\"data-$APP-1\"]" ]]
+}
+
+test_schedule_changes_reach_the_cronjob() {
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"backupSchedule":"*/7 * * * *","backup":{"suspend":true}}}' >/dev/null
+  wait_for "CronJob schedule updated" 30 bash -c "[[ \$(kubectl -n '$NS' get cronjob 'backup-$APP' -o jsonpath='{.spec.schedule}/{.spec.suspend}') == '*/7 * * * */true' ]]"
+  # A hand edit of a child is corrected.
+  kubectl -n "$NS" patch cronjob "backup-$APP" --type merge -p '{"spec":{"schedule":"0 0 * * *"}}' >/dev/null
+  wait_for "hand edit corrected" 30 bash -c "[[ \$(kubectl -n '$NS' get cronjob 'backup-$APP' -o jsonpath='{.spec.schedule}') == '*/7 * * * *' ]]"
+  kubectl -n "$NS" patch hellostateful "$APP" --type json -p '[{"op":"remove","path":"/spec/backupSchedule"}]' >/dev/null
+  wait_for "CronJob removed with the schedule" 30 bash -c "! kubectl -n '$NS' get cronjob 'backup-$APP' >/dev/null 2>&1"
+  # A hand-scaled StatefulSet goes back to the spec.
+  kubectl -n "$NS" scale statefulset "$APP" --replicas=3 >/dev/null
+  wait_for "replicas back to 2" 30 bash -c "[[ \$(kubectl -n '$NS' get statefulset '$APP' -o jsonpath='{.spec.replicas}') == 2 ]]"
+}
+
+test_on_demand_backup_is_acknowledged_with_an_id() {
+  local token id snapshot
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$NS" "$APP" "hello-stateful.example.com/backup-requested=$token"
+  wait_for "backup acknowledged" 120 acknowledged "$NS" "$APP" backupRequest "$token" || { on_fail "$NS"; return 1; }
+  [[ $(jp "$NS" "$APP" '{.status.backupRequest.phase}') == Succeeded ]] || { jp "$NS" "$APP" '{.status.backupRequest}'; return 1; }
+  id=$(jp "$NS" "$APP" '{.status.backupRequest.backupId}')
+  [[ -n $id ]]
+  wait_for "lastBackup recorded" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.lastBackup.id}') == '$id' ]]"
+  snapshot=$BACKUP_ROOT/$NS/$APP/$id
+  [[ -f $snapshot/manifest.json && -f $snapshot/0/stateful.log && -f $snapshot/1/stateful.log ]]
+  # The snapshot holds what the app wrote: the same first line as the live log.
+  [[ $(head -n1 "$snapshot/0/stateful.log") == $(head -n1 "$(host_log "$NS" "$APP" 0)") ]]
+  [[ $(jp "$NS" "$APP" '{.status.conditions[?(@.type=="BackupSucceeded")].status}') == True ]]
+}
+
+test_delete_removes_children_and_keeps_backups() {
+  local backups_before
+  backups_before=$(backups_of "$NS" "$APP")
+  kubectl -n "$NS" delete hellostateful "$APP" --wait=true --timeout=120s >/dev/null
+  wait_for "StatefulSet gone" 60 bash -c "! kubectl -n '$NS' get statefulset '$APP' >/dev/null 2>&1"
+  wait_for "claims gone" 60 bash -c "[[ -z \$(kubectl -n '$NS' get pvc -o name) ]]"
+  wait_for "volumes released" 60 bash -c "[[ -z \$(kubectl get pv -l hello-stateful.example.com/namespace='$NS' -o name) ]]"
+  [[ -n $backups_before && $(backups_of "$NS" "$APP") == "$backups_before" ]]
+  [[ -f $(host_log "$NS" "$APP" 0) ]]
+}
+
+test_invalid_specs_are_refused_with_clear_messages() {
+  expect_fail "backupSchedule must be a cron schedule" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad1 '{"backupSchedule": "every minute"}')"
+  expect_fail "spec.replicas" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad2 '{"replicas": -1}')"
+  expect_fail "storage.size must be a quantity" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad3 '{"storage": {"size": "1000Pi"}}')"
+  expect_fail "at most 45 characters" kubectl -n "$NS" apply -f - <<<"$(app_yaml "$(printf 'a%.0s' {1..46})" '{}')"
+  expect_fail "either hostPath or persistentVolumeClaim" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad5 '{"backup": {"target": {"hostPath": "/tmp/x", "persistentVolumeClaim": "c"}}}')"
+  # What the schema cannot see is reported in status and an event, without a hot loop.
+  app_yaml bad6 '{"backupSchedule": "61 * * * *"}' | kubectl -n "$NS" apply -f - >/dev/null
+  wait_for "InvalidSpec in status" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful bad6 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}') == InvalidSpec ]]"
+  kubectl -n "$NS" get events --field-selector reason=InvalidSpec -o name | grep -q .
+  if kubectl -n "$NS" get statefulset bad6 >/dev/null 2>&1; then echo "a StatefulSet was made for an invalid spec"; return 1; fi
+  kubectl -n "$NS" delete hellostateful bad6 --wait=true --timeout=60s >/dev/null
+  [[ $(reconciler_restarts) == 0 ]]
+}
+
+run_test seed_manifest_makes_every_child_and_the_app_writes test_seed_manifest_makes_every_child_and_the_app_writes
+run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
+run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
+run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cronjob
+run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
+run_test delete_removes_children_and_keeps_backups test_delete_removes_children_and_keeps_backups
+run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages
+summary

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# End-to-end scenarios on the real cluster, asserted on file contents: the 2018
+# walkthrough, on-demand backup and restore with the plugin, replicas, namespaces, faults,
+# bad input and security. Each scenario has its own namespace and cleans up after itself.
+set -uo pipefail
+E2E_SUITE=scenarios
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+plugin() { "$HS_PLUGIN" "$@"; }
+
+# newest_backup NS NAME: the newest complete snapshot id.
+newest_backup() { backups_of "$1" "$2" | tail -n1; }
+
+# begins_with FILE PREFIX-FILE: FILE starts with every line of PREFIX-FILE.
+begins_with() {
+  local n
+  n=$(wc -l <"$2")
+  ((n > 0)) && cmp -s <(head -n "$n" "$1") "$2"
+}
+
+# request NS NAME KIND ANNOTATIONS...: set an on-demand annotation token, wait for its
+# acknowledgement, print the phase.
+request() {
+  local ns=$1 name=$2 kind=$3 token
+  shift 3
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" "$name" "$@" "hello-stateful.example.com/$kind-requested=$token"
+  wait_for "$kind $token acknowledged" 180 acknowledged "$ns" "$name" "${kind}Request" "$token" >&2 || return 1
+  jp "$ns" "$name" "{.status.${kind}Request.phase}"
+}
+
+test_walkthrough_2018() {
+  local ns snap first_lines job_done pod_created
+  ns=$(new_ns walk)
+  trap 'cleanup_ns "$ns"' EXIT
+  local spec='{"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/1 * * * *"}'
+  app_yaml hello "$spec" | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "the log grows" 90 lines_at_least "$(host_log "$ns" hello 0)" 3 || { on_fail "$ns"; return 1; }
+  wait_for "a scheduled backup on the node" 150 has_backup "$ns" hello || { on_fail "$ns"; return 1; }
+  snap=$BACKUP_ROOT/$ns/hello/$(newest_backup "$ns" hello)
+  [[ $(head -n1 "$snap/0/stateful.log") == $(head -n1 "$(host_log "$ns" hello 0)") ]]
+  wait_for "lastBackup in status" 60 bash -c "[[ -n \$(kubectl -n '$ns' get hellostateful hello -o jsonpath='{.status.lastBackup.id}') ]]"
+  # Delete the app, wipe its data on the node, create it again.
+  kubectl -n "$ns" delete hellostateful hello --wait=true --timeout=120s >/dev/null
+  snap=$BACKUP_ROOT/$ns/hello/$(newest_backup "$ns" hello)
+  first_lines=$(mktemp)
+  cp "$snap/0/stateful.log" "$first_lines"
+  rm -rf "${HOSTPATH_ROOT:?}/$ns/hello"
+  app_yaml hello "$spec" | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "restored app Ready" 180 app_ready "$ns" hello || { on_fail "$ns"; return 1; }
+  wait_for "new lines after the restored ones" 60 lines_at_least "$(host_log "$ns" hello 0)" "$(($(wc -l <"$first_lines") + 1))"
+  begins_with "$(host_log "$ns" hello 0)" "$first_lines" || { echo "log does not begin with the backed-up lines"; head "$(host_log "$ns" hello 0)"; return 1; }
+  [[ $(jp "$ns" hello '{.status.isRestored}') == true ]]
+  # No app pod existed while the restore Job ran.
+  job_done=$(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=restore -o jsonpath='{.items[0].status.completionTime}')
+  pod_created=$(kubectl -n "$ns" get pod hello-0 -o jsonpath='{.metadata.creationTimestamp}')
+  [[ -n $job_done && ! $pod_created < $job_done ]] || { echo "app pod created $pod_created, restore done $job_done"; return 1; }
+  rm -f "$first_lines"
+}
+
+test_on_demand_backup_and_restore_with_the_plugin() {
+  local ns first second older lines
+  ns=$(new_ns plug)
+  trap 'cleanup_ns "$ns"' EXIT
+  app_yaml od '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "log lines" 90 lines_at_least "$(host_log "$ns" od 0)" 2 || { on_fail "$ns"; return 1; }
+  plugin -n "$ns" backup od --wait --timeout 3m || { on_fail "$ns"; return 1; }
+  first=$(jp "$ns" od '{.status.backupRequest.backupId}')
+  [[ -n $first && -d $BACKUP_ROOT/$ns/od/$first ]]
+  older=$(mktemp)
+  cp "$BACKUP_ROOT/$ns/od/$first/0/stateful.log" "$older"
+  lines=$(wc -l <"$(host_log "$ns" od 0)")
+  wait_for "more lines" 60 lines_at_least "$(host_log "$ns" od 0)" $((lines + 1))
+  plugin -n "$ns" backup od --wait --timeout 3m
+  second=$(jp "$ns" od '{.status.backupRequest.backupId}')
+  [[ -n $second && $second != "$first" ]]
+  kubectl -n "$ns" exec od-0 -c app -- sh -c 'echo MARKER >> /usr/share/hello/stateful.log'
+  grep -q MARKER "$(host_log "$ns" od 0)"
+  plugin -n "$ns" restore od --from "$first" --yes --wait --timeout 4m || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" od '{.status.restoreRequest.backupId}') == "$first" ]]
+  if grep -q MARKER "$(host_log "$ns" od 0)"; then echo "marker survived the restore"; return 1; fi
+  begins_with "$(host_log "$ns" od 0)" "$older"
+  wait_for "back at 1 ready replica" 120 app_ready "$ns" od
+  rm -f "$older"
+}
+
+test_two_replicas_restore_into_their_own_volumes() {
+  local ns id
+  ns=$(new_ns two)
+  trap 'cleanup_ns "$ns"' EXIT
+  app_yaml two '{"replicas": 2}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "both replicas ready" 120 bash -c "[[ \$(kubectl -n '$ns' get hellostateful two -o jsonpath='{.status.readyReplicas}') == 2 ]]" || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec two-0 -c app -- sh -c 'echo replica-0 > /usr/share/hello/who'
+  kubectl -n "$ns" exec two-1 -c app -- sh -c 'echo replica-1 > /usr/share/hello/who'
+  [[ $(request "$ns" two backup) == Succeeded ]]
+  id=$(jp "$ns" two '{.status.backupRequest.backupId}')
+  [[ $(cat "$BACKUP_ROOT/$ns/two/$id/0/who") == replica-0 && $(cat "$BACKUP_ROOT/$ns/two/$id/1/who") == replica-1 ]]
+  kubectl -n "$ns" exec two-0 -c app -- sh -c 'echo overwritten > /usr/share/hello/who'
+  kubectl -n "$ns" exec two-1 -c app -- sh -c 'echo overwritten > /usr/share/hello/who'
+  [[ $(request "$ns" two restore "hello-stateful.example.com/restore-from=$id") == Succeeded ]]
+  [[ $(cat "$HOSTPATH_ROOT/$ns/two/0/who") == replica-0 && $(cat "$HOSTPATH_ROOT/$ns/two/1/who") == replica-1 ]]
+  wait_for "both replicas back" 120 bash -c "[[ \$(kubectl -n '$ns' get hellostateful two -o jsonpath='{.status.readyReplicas}') == 2 ]]"
+}
+
+test_same_name_in_two_namespaces_never_mixes() {
+  local a b
+  a=$(new_ns same-a)
+  b=$(new_ns same-b)
+  trap 'cleanup_ns "$a"; cleanup_ns "$b"' EXIT
+  for ns in "$a" "$b"; do app_yaml same '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null; done
+  for ns in "$a" "$b"; do
+    wait_for "app in $ns ready" 120 app_ready "$ns" same || { on_fail "$ns"; return 1; }
+    kubectl -n "$ns" exec same-0 -c app -- sh -c "echo $ns > /usr/share/hello/owner"
+    [[ $(request "$ns" same backup) == Succeeded ]]
+  done
+  [[ $(kubectl get pv "hellostateful-$a-same-0" -o jsonpath='{.spec.hostPath.path}') != $(kubectl get pv "hellostateful-$b-same-0" -o jsonpath='{.spec.hostPath.path}') ]]
+  [[ $(cat "$BACKUP_ROOT/$a/same/$(newest_backup "$a" same)/0/owner") == "$a" ]]
+  [[ $(cat "$BACKUP_ROOT/$b/same/$(newest_backup "$b" same)/0/owner") == "$b" ]]
+}
+
+test_restore_survives_reconciler_kills() {
+  local ns id token phase killed=0
+  ns=$(new_ns kill)
+  trap 'cleanup_ns "$ns"' EXIT
+  app_yaml crash '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" crash || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec crash-0 -c app -- sh -c 'echo before > /usr/share/hello/state'
+  [[ $(request "$ns" crash backup) == Succeeded ]]
+  id=$(jp "$ns" crash '{.status.backupRequest.backupId}')
+  kubectl -n "$ns" exec crash-0 -c app -- sh -c 'echo after > /usr/share/hello/state'
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" crash "hello-stateful.example.com/restore-from=$id" "hello-stateful.example.com/restore-requested=$token"
+  # Kill the reconciler once the app is scaled down, and again while the Job runs.
+  for wanted in scaled-down job-running; do
+    case $wanted in
+      scaled-down) wait_for "scale-down" 60 bash -c "[[ \$(kubectl -n '$ns' get statefulset crash -o jsonpath='{.spec.replicas}') == 0 ]]" ;;
+      job-running) wait_for "restore Job exists" 60 bash -c "kubectl -n '$ns' get jobs -l app.kubernetes.io/component=restore -o name | grep -q ." ;;
+    esac
+    kubectl -n "$RECONCILER_NS" delete pod -l app.kubernetes.io/component=reconciler --grace-period=0 --force >/dev/null 2>&1
+    killed=$((killed + 1))
+  done
+  kubectl -n "$RECONCILER_NS" rollout status deployment/hellostateful-reconciler --timeout=120s >/dev/null
+  wait_for "restore acknowledged after $killed kills" 180 acknowledged "$ns" crash restoreRequest "$token" || { on_fail "$ns"; return 1; }
+  phase=$(jp "$ns" crash '{.status.restoreRequest.phase}')
+  [[ $phase == Succeeded ]] || { jp "$ns" crash '{.status.restoreRequest}'; return 1; }
+  [[ $(cat "$HOSTPATH_ROOT/$ns/crash/0/state") == before ]]
+  wait_for "app back" 120 app_ready "$ns" crash
+  [[ $(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=restore -o name | wc -l) == 1 ]] || { echo "more than one restore Job"; return 1; }
+}
+
+test_full_backup_target_fails_cleanly() {
+  local ns target first lines
+  ns=$(new_ns full)
+  target=$(mktemp -d /tmp/hs-full-XXXX)
+  mount -t tmpfs -o size=256k tmpfs "$target"
+  trap 'cleanup_ns "$ns"; umount "$target"; rmdir "$target"' EXIT
+  app_yaml full "{\"replicas\": 1, \"backup\": {\"target\": {\"hostPath\": \"$target\"}}}" | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" full || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" full backup) == Succeeded ]]
+  first=$(jp "$ns" full '{.status.backupRequest.backupId}')
+  kubectl -n "$ns" exec full-0 -c app -- dd if=/dev/urandom of=/usr/share/hello/big bs=1024 count=1024 2>/dev/null
+  [[ $(request "$ns" full backup) == Failed ]]
+  jp "$ns" full '{.status.backupRequest.message}' | grep -qi "space" || { jp "$ns" full '{.status.backupRequest}'; return 1; }
+  kubectl -n "$ns" get events --field-selector reason=BackupFailed -o name | grep -q .
+  [[ $(jp "$ns" full '{.status.conditions[?(@.type=="BackupFailed")].status}') == True ]]
+  # The earlier backup is intact and nothing half-written is visible.
+  [[ $(ls "$target/$ns/full") == "$first" ]] || { ls -la "$target/$ns/full"; return 1; }
+  # The app is unaffected: still ready, still writing.
+  lines=$(wc -l <"$(host_log "$ns" full 0)")
+  wait_for "app keeps writing" 60 lines_at_least "$(host_log "$ns" full 0)" $((lines + 1))
+  app_ready "$ns" full
+}
+
+test_corrupted_backup_is_refused_before_live_data_is_touched() {
+  local ns id before
+  ns=$(new_ns corrupt)
+  trap 'cleanup_ns "$ns"' EXIT
+  app_yaml bad '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" bad || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec bad-0 -c app -- sh -c 'echo live > /usr/share/hello/keep'
+  [[ $(request "$ns" bad backup) == Succeeded ]]
+  id=$(jp "$ns" bad '{.status.backupRequest.backupId}')
+  echo tampered >>"$BACKUP_ROOT/$ns/bad/$id/0/keep"
+  kubectl -n "$ns" exec bad-0 -c app -- sh -c 'echo newer > /usr/share/hello/keep'
+  [[ $(request "$ns" bad restore "hello-stateful.example.com/restore-from=$id") == Failed ]]
+  jp "$ns" bad '{.status.restoreRequest.message}' | grep -q "keep" || { jp "$ns" bad '{.status.restoreRequest}'; return 1; }
+  [[ $(cat "$HOSTPATH_ROOT/$ns/bad/0/keep") == newer ]]
+  wait_for "app back after the refused restore" 120 app_ready "$ns" bad
+}
+
+test_bad_annotations_are_reported_and_nothing_restarts() {
+  local ns
+  ns=$(new_ns badin)
+  trap 'cleanup_ns "$ns"' EXIT
+  app_yaml odd '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" odd || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" odd restore "hello-stateful.example.com/restore-from=../../etc") == Failed ]]
+  jp "$ns" odd '{.status.restoreRequest.message}' | grep -q "not a backup id"
+  [[ $(request "$ns" odd restore "hello-stateful.example.com/restore-from=20990101T000000Z") == Failed ]]
+  jp "$ns" odd '{.status.restoreRequest.message}' | grep -q "20990101T000000Z"
+  wait_for "app back" 120 app_ready "$ns" odd
+  [[ $(reconciler_restarts) == 0 ]]
+}
+
+test_reconciler_has_least_privilege() {
+  local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
+  for denied in "get secrets" "list secrets" "create pods" "delete statefulsets" "delete namespaces" "create clusterroles" "delete jobs"; do
+    [[ $(kubectl auth can-i $denied -A --as="$sa" 2>/dev/null) == no ]] || { echo "reconciler may $denied"; return 1; }
+  done
+  for allowed in "patch statefulsets" "create jobs" "list pods" "patch persistentvolumes"; do
+    [[ $(kubectl auth can-i $allowed -A --as="$sa" 2>/dev/null) == yes ]] || { echo "reconciler may not $allowed"; return 1; }
+  done
+  # The reconciler itself runs as non-root without capabilities.
+  [[ $(kubectl -n "$RECONCILER_NS" get deploy hellostateful-reconciler -o jsonpath='{.spec.template.spec.securityContext.runAsNonRoot}') == true ]]
+  [[ $(kubectl -n "$RECONCILER_NS" get deploy hellostateful-reconciler -o jsonpath='{.spec.template.spec.containers[0].securityContext.capabilities.drop[0]}') == ALL ]]
+}
+
+run_test walkthrough_2018 test_walkthrough_2018
+run_test on_demand_backup_and_restore_with_the_plugin test_on_demand_backup_and_restore_with_the_plugin
+run_test two_replicas_restore_into_their_own_volumes test_two_replicas_restore_into_their_own_volumes
+run_test same_name_in_two_namespaces_never_mixes test_same_name_in_two_namespaces_never_mixes
+run_test restore_survives_reconciler_kills test_restore_survives_reconciler_kills
+run_test full_backup_target_fails_cleanly test_full_backup_target_fails_cleanly
+run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_backup_is_refused_before_live_data_is_touched
+run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_are_reported_and_nothing_restarts
+run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
+summary

@@ -1,0 +1,281 @@
+//! The mover's subcommands, flattened into the reconciler binary's command line and run
+//! in Kubernetes Jobs. stdout carries one line of JSON (or the `backups` table), stderr
+//! carries warnings and `error: ...` with the full cause chain; any failure exits 1.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::error::{MoverError, Result};
+use crate::names::{App, Selector};
+use crate::{BackupOptions, RestoreOptions};
+
+/// The data-mover subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum MoverCommand {
+    /// Back up every replica volume into a new snapshot.
+    #[command(
+        long_about = "Back up every replica volume (the ordinal subdirectories of \
+        --source) into a new snapshot <target>/<namespace>/<name>/<id>/. Files unchanged since \
+        the previous snapshot are hard links to it. Prints one line of JSON: \
+        {\"id\",\"time\",\"bytes\",\"files\",\"newBytes\",\"linkedFiles\",\"durationMs\",\
+        \"ordinals\",\"pruned\"}.\n\nExample:\n  hellostateful-reconciler backup --namespace \
+        default --name hello --source /data --target /backup --keep-last 7 \
+        --termination-log /dev/termination-log"
+    )]
+    Backup(BackupArgs),
+    /// Restore a snapshot into the replica volumes.
+    #[command(
+        long_about = "Verify a snapshot, copy it into a staging directory on each \
+        volume under --dest, and swap it in with a crash-safe journal: a restore killed at \
+        any point and run again (or followed by a backup) leaves each volume entirely old \
+        or entirely new. Prints {\"restored\":true,\"id\",\"bytes\",\"files\",\"durationMs\",\
+        \"ordinals\"}, or with --if-exists and no backup {\"restored\":false,\"reason\":\
+        \"NoBackup\"}.\n\nExample:\n  hellostateful-reconciler restore --namespace default \
+        --name hello --dest /data --from latest --if-exists"
+    )]
+    Restore(RestoreArgs),
+    /// List the complete snapshots of an app, newest first.
+    #[command(
+        long_about = "List the complete snapshots of an app, newest first: id, time, \
+        size, files and state. With --json prints a JSON array of {\"id\",\"time\",\"bytes\",\
+        \"files\",\"newBytes\",\"durationMs\",\"ordinals\"}.\n\nExample:\n  \
+        hellostateful-reconciler backups --namespace default --name hello --json"
+    )]
+    Backups(ListArgs),
+    /// Recompute every checksum of a snapshot.
+    #[command(
+        long_about = "Recompute the checksum of every file of a snapshot and compare \
+        with its manifest. Prints each bad, missing or unexpected file and exits 1 if there \
+        is any.\n\nExample:\n  hellostateful-reconciler verify --namespace default --name \
+        hello latest"
+    )]
+    Verify(VerifyArgs),
+    /// Delete old snapshots, keeping the newest N.
+    #[command(
+        long_about = "Delete complete snapshots older than the newest N (N >= 1: the \
+        newest good snapshot is never deleted). If a backup, restore or prune of the app is \
+        running, deletes nothing, says so on stderr and exits 0 with \"busy\":true. Prints \
+        {\"pruned\":[ids],\"kept\":[ids],\"busy\":false}.\n\nExample:\n  \
+        hellostateful-reconciler prune --namespace default --name hello --keep-last 7"
+    )]
+    Prune(PruneArgs),
+}
+
+/// Which app, and where its backups live.
+#[derive(clap::Args, Debug, Clone)]
+pub struct AppArgs {
+    /// Backup root directory; snapshots go to <DIR>/<namespace>/<name>/<id>/
+    #[arg(long, value_name = "DIR", default_value = "/backup")]
+    pub target: PathBuf,
+    /// Namespace of the app (a DNS label)
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+    /// Name of the app (a DNS subdomain)
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+}
+
+impl AppArgs {
+    fn app(&self) -> Result<App> {
+        App::new(&self.target, &self.namespace, &self.name)
+    }
+}
+
+/// Arguments of `backup`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// Directory holding one subdirectory (mounted volume) per replica ordinal: 0, 1, ...
+    #[arg(long, value_name = "DIR", default_value = "/data")]
+    pub source: PathBuf,
+    /// After success, delete snapshots older than the newest N (N >= 1)
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<u32>,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+    /// Seconds to wait for another backup, restore or prune of the app to finish
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub lock_timeout: u64,
+}
+
+/// Arguments of `restore`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// Directory holding one subdirectory (mounted volume) per replica ordinal: 0, 1, ...
+    #[arg(long, value_name = "DIR", default_value = "/data")]
+    pub dest: PathBuf,
+    /// The snapshot to restore: a backup id such as 20261129T150102Z, or "latest"
+    #[arg(long, value_name = "ID|latest")]
+    pub from: String,
+    /// If the app has no complete backup at all, succeed without restoring anything
+    #[arg(long)]
+    pub if_exists: bool,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+    /// Seconds to wait for a running backup or prune of the app to finish
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub lock_timeout: u64,
+}
+
+/// Arguments of `backups`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ListArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// Print a JSON array instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `verify`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// The snapshot to check: a backup id such as 20261129T150102Z, or "latest"
+    #[arg(value_name = "ID|latest")]
+    pub id: String,
+}
+
+/// Arguments of `prune`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// How many of the newest complete snapshots to keep (at least 1)
+    #[arg(long, value_name = "N")]
+    pub keep_last: u32,
+}
+
+/// What a command printed and whether it succeeded.
+struct Done {
+    stdout: String,
+    ok: bool,
+}
+
+/// Runs a mover command: prints its result on stdout (and to `--termination-log`),
+/// errors on stderr; exit code 1 on any failure.
+pub fn run(cmd: MoverCommand) -> ExitCode {
+    let termination_log = match &cmd {
+        MoverCommand::Backup(a) => a.termination_log.clone(),
+        MoverCommand::Restore(a) => a.termination_log.clone(),
+        _ => None,
+    };
+    match execute(cmd) {
+        Ok(done) => {
+            println!("{}", done.stdout);
+            if let Some(path) = &termination_log
+                && let Err(e) = write_termination_log(path, &done.stdout)
+            {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+            if done.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            let message = format!("error: {}", crate::chain(&e));
+            eprintln!("{message}");
+            if let Some(path) = &termination_log
+                && let Err(e) = write_termination_log(path, &message)
+            {
+                eprintln!("error: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn write_termination_log(path: &Path, text: &str) -> std::result::Result<(), String> {
+    std::fs::write(path, text)
+        .map_err(|e| format!("cannot write termination log {}: {e}", path.display()))
+}
+
+fn json(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| MoverError::Usage(format!("cannot encode JSON: {e}")))
+}
+
+fn execute(cmd: MoverCommand) -> Result<Done> {
+    let ok = |stdout| Ok(Done { stdout, ok: true });
+    match cmd {
+        MoverCommand::Backup(a) => {
+            let options = BackupOptions {
+                source: a.source,
+                keep_last: a.keep_last,
+                lock_wait: Duration::from_secs(a.lock_timeout),
+            };
+            ok(json(&crate::backup(&a.app.app()?, &options)?)?)
+        }
+        MoverCommand::Restore(a) => {
+            let options = RestoreOptions {
+                dest: a.dest,
+                from: a.from.parse::<Selector>()?,
+                if_exists: a.if_exists,
+                lock_wait: Duration::from_secs(a.lock_timeout),
+            };
+            ok(json(&crate::restore(&a.app.app()?, &options)?)?)
+        }
+        MoverCommand::Backups(a) => {
+            let snapshots = crate::list(&a.app.app()?)?;
+            if a.json {
+                return ok(json(&snapshots)?);
+            }
+            let mut table = format!(
+                "{:<22} {:<25} {:>14} {:>9}  STATE",
+                "ID", "TIME", "BYTES", "FILES"
+            );
+            for s in &snapshots {
+                let time = s.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                // Writing to a String cannot fail.
+                let _ = write!(
+                    table,
+                    "\n{:<22} {:<25} {:>14} {:>9}  {}",
+                    s.id, time, s.bytes, s.files, s.state
+                );
+            }
+            ok(table)
+        }
+        MoverCommand::Verify(a) => {
+            let selector = a.id.parse::<Selector>()?;
+            let report = crate::verify(&a.app.app()?, &selector)?;
+            if report.problems.is_empty() {
+                return ok(format!(
+                    "ok: backup {} verified: {} files, {} bytes",
+                    report.id, report.files, report.bytes
+                ));
+            }
+            eprintln!(
+                "error: backup {} is damaged: {} problem(s)",
+                report.id,
+                report.problems.len()
+            );
+            Ok(Done {
+                stdout: report
+                    .problems
+                    .iter()
+                    .map(|p| format!("bad: {p}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                ok: false,
+            })
+        }
+        MoverCommand::Prune(a) => ok(json(&crate::prune(&a.app.app()?, a.keep_last)?)?),
+    }
+}

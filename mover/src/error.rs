@@ -1,0 +1,158 @@
+//! The one error type of the mover. Every variant names the file (or the thing the user
+//! typed) it is about and keeps the OS error as its `source`, so `error: ...` lines printed
+//! by the CLI with the cause chain say both *what* failed and *why*.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = MoverError> = std::result::Result<T, E>;
+
+/// Everything that can make a mover operation fail.
+#[derive(Debug, thiserror::Error)]
+pub enum MoverError {
+    /// A filesystem call on `path` failed.
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        /// What we were doing, as a verb phrase ("read", "create directory", ...).
+        action: &'static str,
+        /// The file the call was about.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Copying the contents of one file into another failed.
+    #[error("cannot copy {} to {}", from.display(), to.display())]
+    Copy {
+        /// The file being read.
+        from: PathBuf,
+        /// The file being written.
+        to: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A namespace or app name that is not a valid Kubernetes name (and so could escape
+    /// the backup root, e.g. `..` or `a/b`).
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidName {
+        /// "namespace" or "name".
+        what: &'static str,
+        /// The rejected value.
+        value: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// A backup id that is not of the form `20261129T150102Z` or `20261129T150102Z-2`.
+    #[error(
+        "invalid backup id {0:?}: expected \"latest\" or an id like 20261129T150102Z or 20261129T150102Z-2"
+    )]
+    InvalidId(String),
+
+    /// A command-line value that is out of range or otherwise unusable.
+    #[error("{0}")]
+    Usage(String),
+
+    /// The source directory has no usable ordinal subdirectories.
+    #[error("no replica volumes in {}: expected subdirectories named by ordinal (0, 1, ...)", .0.display())]
+    NoOrdinals(PathBuf),
+
+    /// The app has no complete snapshot.
+    #[error("no complete backup of {app} in {}", dir.display())]
+    NoBackup {
+        /// `namespace/name`.
+        app: String,
+        /// The app's backup directory.
+        dir: PathBuf,
+    },
+
+    /// An explicit backup id that does not exist.
+    #[error(
+        "backup {id} of {app} does not exist; existing backups: {}",
+        list_or_none(existing)
+    )]
+    NoSuchBackup {
+        /// The requested id.
+        id: String,
+        /// `namespace/name`.
+        app: String,
+        /// The ids that do exist, newest first.
+        existing: Vec<String>,
+    },
+
+    /// Another backup (or restore) holds the app's lock for longer than we may wait.
+    #[error(
+        "another backup, restore or prune of this app is running (lock {} still held after {}s)",
+        path.display(),
+        waited.as_secs()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: Duration,
+    },
+
+    /// A manifest that cannot be parsed.
+    #[error("invalid manifest {}", path.display())]
+    ManifestParse {
+        /// The manifest file.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A manifest that parses but is inconsistent (edited by hand, wrong id, ...).
+    #[error("invalid manifest {}: {reason}", path.display())]
+    ManifestInvalid {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A snapshot whose files do not match its manifest.
+    #[error("backup {id} is damaged: {}", problems.join("; "))]
+    Damaged {
+        /// The snapshot id.
+        id: String,
+        /// One line per bad or missing file, each naming the file.
+        problems: Vec<String>,
+    },
+
+    /// Something left in a volume by an interrupted restore that we cannot interpret.
+    #[error("{}: {reason}", path.display())]
+    Leftover {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+}
+
+fn list_or_none(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".to_owned()
+    } else {
+        ids.join(", ")
+    }
+}
+
+/// Builds a closure that wraps an `io::Error` into [`MoverError::Io`], for `map_err`.
+pub(crate) fn io_err(
+    action: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(io::Error) -> MoverError {
+    let path = path.into();
+    move |source| MoverError::Io {
+        action,
+        path,
+        source,
+    }
+}

@@ -1,0 +1,58 @@
+//! The hellostateful data mover: incremental, verified, crash-safe snapshots of an app's
+//! replica volumes, and restores that swap them back in without ever leaving a mix.
+//!
+//! Layout on the backup target (see DESIGN.md, "Backups on disk"):
+//!
+//! ```text
+//! <target>/<namespace>/<name>/.lock                   flock(2): one backup at a time
+//! <target>/<namespace>/<name>/<id>/<ordinal>/...       complete snapshot, browsable
+//! <target>/<namespace>/<name>/<id>/manifest.json       files, checksums, result
+//! <target>/<namespace>/<name>/.tmp-<id>/               a backup being written
+//! ```
+//!
+//! The library functions ([`backup()`], [`restore()`], [`list`], [`verify()`], [`prune`])
+//! return [`MoverError`]s that name the file and keep the OS error as their source;
+//! [`cli`] wraps them for the reconciler binary's Job subcommands.
+
+mod backup;
+mod catalog;
+pub mod cli;
+mod error;
+mod fault;
+mod fsops;
+mod lock;
+mod manifest;
+mod names;
+mod restore;
+mod swap;
+mod verify;
+mod volumes;
+
+pub use backup::{BackupOptions, BackupReport, backup};
+pub use catalog::{
+    PruneOutcome, Snapshot, SnapshotInfo, complete_snapshots, incomplete, list, prune, resolve,
+};
+pub use error::{MoverError, Result};
+pub use fault::FAULT_ENV;
+pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica};
+pub use names::{App, BackupId, Selector};
+pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
+pub use verify::{VerifyReport, verify};
+
+/// Prints a warning on stderr. The mover runs as a Kubernetes Job: stderr is its log,
+/// stdout carries only the one-line JSON result.
+pub(crate) fn warn(message: String) {
+    eprintln!("warning: {message}");
+}
+
+/// An error with its whole cause chain: `cannot read /x: Permission denied (os error 13)`.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
+}

@@ -1,0 +1,363 @@
+//! `manifest.json`: what a snapshot holds and how it went.
+//!
+//! The manifest is the authority for a restore: contents are checked against its
+//! checksums and metadata is applied from it (the snapshot's own inodes are shared with
+//! other snapshots by hard links, and ownership cannot always be set on the target).
+//! It carries a checksum of itself so that a hand-edited manifest is refused rather than
+//! trusted, and every path in it is checked to stay inside the snapshot.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MoverError, Result, io_err};
+
+/// The manifest's file name inside a snapshot directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The format version this crate writes and reads.
+const FORMAT: u32 = 1;
+
+/// The `result` of a snapshot that finished; only such snapshots are ever renamed into place.
+pub const SUCCEEDED: &str = "Succeeded";
+
+/// A snapshot's manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// Format version (1).
+    pub format: u32,
+    /// The backup id, equal to the snapshot's directory name.
+    pub id: String,
+    /// `namespace/name` of the app.
+    pub app: String,
+    /// `Succeeded` (the only result a visible snapshot can have).
+    pub result: String,
+    /// When the backup started.
+    pub start_time: DateTime<Utc>,
+    /// When the backup finished.
+    pub end_time: DateTime<Utc>,
+    /// Wall time of the backup.
+    pub duration_ms: u64,
+    /// Total size of the regular files.
+    pub bytes: u64,
+    /// Number of regular files.
+    pub files: u64,
+    /// Bytes copied by this backup (the rest are hard links to the previous snapshot).
+    pub new_bytes: u64,
+    /// Files hard-linked to the previous snapshot.
+    pub linked_files: u64,
+    /// The replica ordinals held, ascending.
+    pub ordinals: Vec<u32>,
+    /// One entry per ordinal, in `ordinals` order.
+    pub replicas: Vec<Replica>,
+    /// blake3 of this manifest serialized with `checksum` empty.
+    #[serde(default)]
+    pub checksum: String,
+}
+
+/// One replica's volume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replica {
+    /// The ordinal (the subdirectory name).
+    pub ordinal: u32,
+    /// Metadata of the volume's root directory.
+    pub root: Meta,
+    /// Every file, directory and symlink below the root, parents before children.
+    pub entries: Vec<Entry>,
+}
+
+/// What kind of inode an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// Ownership, permissions and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    /// Permission bits (`mode & 0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Modification time, nanosecond precision.
+    pub mtime: DateTime<Utc>,
+}
+
+/// One file, directory or symlink. Names that are not UTF-8 are kept exactly, hex-encoded
+/// in `pathHex` / `targetHex` instead of `path` / `target`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Path relative to the replica root, `/`-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The path's bytes in hex, when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    /// file, dir or symlink.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// Size in bytes (files: as copied; symlinks: length of the target; dirs: 0).
+    pub size: u64,
+    /// Ownership, permissions, mtime.
+    #[serde(flatten)]
+    pub meta: Meta,
+    /// blake3 of the contents, hex (files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// Symlink target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Symlink target in hex, when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_hex: Option<String>,
+}
+
+impl Entry {
+    /// A new entry for `rel` (relative path) with the path encoded.
+    pub(crate) fn new(rel: &Path, kind: Kind, size: u64, meta: Meta) -> Self {
+        let (path, path_hex) = encode(rel.as_os_str());
+        Self {
+            path,
+            path_hex,
+            kind,
+            size,
+            meta,
+            blake3: None,
+            target: None,
+            target_hex: None,
+        }
+    }
+
+    /// Sets the symlink target.
+    pub(crate) fn with_target(mut self, target: &Path) -> Self {
+        let (text, hex) = encode(target.as_os_str());
+        self.target = text;
+        self.target_hex = hex;
+        self
+    }
+
+    /// The relative path. Only valid on entries of a manifest that passed [`Manifest::load`]
+    /// or that this crate built.
+    pub fn rel_path(&self) -> PathBuf {
+        decode(self.path.as_deref(), self.path_hex.as_deref()).unwrap_or_default()
+    }
+
+    /// The symlink target, if any.
+    pub fn link_target(&self) -> Option<PathBuf> {
+        decode(self.target.as_deref(), self.target_hex.as_deref())
+    }
+}
+
+fn encode(name: &OsStr) -> (Option<String>, Option<String>) {
+    match name.to_str() {
+        Some(text) => (Some(text.to_owned()), None),
+        None => (
+            None,
+            Some(name.as_bytes().iter().map(|b| format!("{b:02x}")).collect()),
+        ),
+    }
+}
+
+fn decode(text: Option<&str>, hex: Option<&str>) -> Option<PathBuf> {
+    if let Some(text) = text {
+        return Some(PathBuf::from(text));
+    }
+    let hex = hex?.as_bytes();
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16);
+    let bytes = hex
+        .chunks(2)
+        .map(|pair| Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8))
+        .collect::<Option<Vec<u8>>>()?;
+    Some(PathBuf::from(OsString::from_vec(bytes)))
+}
+
+impl Manifest {
+    fn digest(&self) -> Result<String, serde_json::Error> {
+        let mut unsealed = serde_json::to_value(self)?;
+        if let Some(map) = unsealed.as_object_mut() {
+            map.insert("checksum".into(), serde_json::Value::String(String::new()));
+        }
+        Ok(blake3::hash(&serde_json::to_vec(&unsealed)?)
+            .to_hex()
+            .to_string())
+    }
+
+    /// Writes the manifest, sealed with its own checksum, to `path` and fsyncs it.
+    pub(crate) fn write(&mut self, path: &Path) -> Result<()> {
+        let json_err = |source| MoverError::ManifestParse {
+            path: path.to_owned(),
+            source,
+        };
+        self.format = FORMAT;
+        self.checksum = self.digest().map_err(json_err)?;
+        let text = serde_json::to_vec_pretty(self).map_err(json_err)?;
+        let mut file = File::create(path).map_err(io_err("create", path))?;
+        file.write_all(&text).map_err(io_err("write", path))?;
+        file.sync_all().map_err(io_err("fsync", path))?;
+        crate::fault::step();
+        Ok(())
+    }
+
+    /// Reads and checks the manifest of snapshot `id` at `path`: parses, matches its own
+    /// checksum (refusing hand edits), names `id`, succeeded, and has only safe paths.
+    pub fn load(path: &Path, id: &str) -> Result<Self> {
+        let text = std::fs::read(path).map_err(io_err("read", path))?;
+        let manifest: Manifest =
+            serde_json::from_slice(&text).map_err(|source| MoverError::ManifestParse {
+                path: path.to_owned(),
+                source,
+            })?;
+        let invalid = |reason: String| MoverError::ManifestInvalid {
+            path: path.to_owned(),
+            reason,
+        };
+        if manifest.format != FORMAT {
+            return Err(invalid(format!("unknown format {}", manifest.format)));
+        }
+        let digest = manifest
+            .digest()
+            .map_err(|source| MoverError::ManifestParse {
+                path: path.to_owned(),
+                source,
+            })?;
+        if digest != manifest.checksum {
+            return Err(invalid(
+                "its checksum does not match its contents (edited or damaged); refusing to trust it"
+                    .into(),
+            ));
+        }
+        if manifest.id != id {
+            return Err(invalid(format!(
+                "it describes backup {:?}, not {id:?}",
+                manifest.id
+            )));
+        }
+        if manifest.result != SUCCEEDED {
+            return Err(invalid(format!("result is {:?}", manifest.result)));
+        }
+        let ordinals: Vec<u32> = manifest.replicas.iter().map(|r| r.ordinal).collect();
+        if ordinals != manifest.ordinals {
+            return Err(invalid("replicas do not match ordinals".into()));
+        }
+        for entry in manifest.replicas.iter().flat_map(|r| &r.entries) {
+            check_entry(entry).map_err(invalid)?;
+        }
+        Ok(manifest)
+    }
+}
+
+/// A manifest path must be relative and stay below the replica root; a restore writes
+/// exactly there, so `..` or an absolute path would write outside the volume.
+fn check_entry(entry: &Entry) -> std::result::Result<(), String> {
+    let rel = decode(entry.path.as_deref(), entry.path_hex.as_deref())
+        .ok_or_else(|| "an entry has no valid path".to_owned())?;
+    let mut components = rel.components().peekable();
+    if components.peek().is_none()
+        || !components.all(|c| matches!(c, Component::Normal(_)))
+        || rel.as_os_str().as_bytes().ends_with(b"/")
+    {
+        return Err(format!("unsafe path {:?}", rel));
+    }
+    match entry.kind {
+        Kind::File if entry.blake3.is_none() => Err(format!("file {:?} has no checksum", rel)),
+        Kind::Symlink if entry.link_target().is_none() => {
+            Err(format!("symlink {:?} has no target", rel))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        let meta = Meta {
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            mtime: DateTime::from_timestamp(1_700_000_000, 123_456_789).expect("time"),
+        };
+        let mut file = Entry::new(Path::new("dir/a file\n"), Kind::File, 3, meta);
+        file.blake3 = Some(blake3::hash(b"abc").to_hex().to_string());
+        let odd = Entry::new(
+            Path::new(OsStr::from_bytes(b"bad\xff")),
+            Kind::Symlink,
+            1,
+            meta,
+        )
+        .with_target(Path::new(OsStr::from_bytes(b"\xfe")));
+        Manifest {
+            format: FORMAT,
+            id: "20261129T150102Z".into(),
+            app: "ns/app".into(),
+            result: SUCCEEDED.into(),
+            start_time: meta.mtime,
+            end_time: meta.mtime,
+            duration_ms: 0,
+            bytes: 3,
+            files: 1,
+            new_bytes: 3,
+            linked_files: 0,
+            ordinals: vec![0],
+            replicas: vec![Replica {
+                ordinal: 0,
+                root: meta,
+                entries: vec![Entry::new(Path::new("dir"), Kind::Dir, 0, meta), file, odd],
+            }],
+            checksum: String::new(),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_refuses_edits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(MANIFEST_FILE);
+        let mut manifest = sample();
+        manifest.write(&path).expect("write");
+        let loaded = Manifest::load(&path, "20261129T150102Z").expect("load");
+        assert_eq!(loaded.replicas[0].entries, manifest.replicas[0].entries);
+        assert_eq!(
+            loaded.replicas[0].entries[2]
+                .rel_path()
+                .as_os_str()
+                .as_bytes(),
+            b"bad\xff"
+        );
+        assert!(Manifest::load(&path, "20261129T150103Z").is_err());
+
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, text.replace("\"size\": 3", "\"size\": 4")).expect("edit");
+        let err = Manifest::load(&path, "20261129T150102Z").expect_err("edited");
+        assert!(err.to_string().contains("manifest.json"), "{err}");
+    }
+
+    #[test]
+    fn refuses_paths_escaping_the_volume() {
+        let meta = sample().replicas[0].root;
+        for bad in ["../x", "/etc/passwd", "a/../../b", "", "a/"] {
+            let entry = Entry::new(Path::new(bad), Kind::Dir, 0, meta);
+            assert!(check_entry(&entry).is_err(), "{bad:?}");
+        }
+    }
+}

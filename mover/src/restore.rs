@@ -1,0 +1,244 @@
+//! Restoring a snapshot into live volumes.
+//!
+//! For each ordinal the snapshot is copied into `.hellostateful-staging` on the volume
+//! itself, every file checked against the manifest's checksum as it is written. Only when
+//! every ordinal is staged and verified (so a missing or corrupt snapshot fails before
+//! live data is touched) and made durable are the contents swapped in (see `swap`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::catalog::{self, Snapshot};
+use crate::error::{MoverError, Result, io_err};
+use crate::fsops;
+use crate::lock;
+use crate::manifest::{Entry, Kind, Replica};
+use crate::names::{App, Selector};
+use crate::swap;
+use crate::volumes;
+
+/// What to restore and where.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    /// Directory holding one subdirectory (mounted volume) per replica ordinal.
+    pub dest: PathBuf,
+    /// Which snapshot.
+    pub from: Selector,
+    /// Succeed without doing anything if the app has no complete snapshot.
+    pub if_exists: bool,
+    /// How long to wait for a backup or prune of the same app to finish.
+    pub lock_wait: Duration,
+}
+
+/// The result of a restore (printed as one JSON line).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RestoreOutcome {
+    /// The snapshot was restored.
+    Restored(RestoreReport),
+    /// `--if-exists` and there is nothing to restore.
+    NotRestored(NotRestored),
+}
+
+/// `{"restored":true,"id",...}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreReport {
+    /// Always true.
+    pub restored: bool,
+    /// The snapshot restored.
+    pub id: String,
+    /// Bytes of the files restored.
+    pub bytes: u64,
+    /// Number of files restored.
+    pub files: u64,
+    /// Wall time, including verification.
+    pub duration_ms: u64,
+    /// The ordinals restored.
+    pub ordinals: Vec<u32>,
+}
+
+/// `{"restored":false,"reason":"NoBackup"}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotRestored {
+    /// Always false.
+    pub restored: bool,
+    /// Why: `NoBackup`.
+    pub reason: &'static str,
+}
+
+/// Restores a snapshot of `app` into the ordinal volumes under `options.dest`.
+pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
+    let started = Instant::now();
+    let volumes = volumes::ordinal_dirs(&options.dest)?;
+    for (_, volume) in &volumes {
+        swap::recover(volume)?;
+    }
+    let app_dir = app.dir();
+    let _lock = if app_dir.exists() {
+        lock::shared(&app_dir, options.lock_wait)?
+    } else {
+        None
+    };
+    // "No backup at all", not "no valid backup": a damaged newest snapshot must fail
+    // loudly rather than let the app start empty.
+    if options.if_exists && catalog::snapshot_ids(&app_dir)?.is_empty() {
+        return Ok(RestoreOutcome::NotRestored(NotRestored {
+            restored: false,
+            reason: "NoBackup",
+        }));
+    }
+    let snapshot = catalog::resolve(app, &options.from)?;
+
+    let mut pairs: Vec<(&Replica, &Path)> = Vec::new();
+    for replica in &snapshot.manifest.replicas {
+        match volumes.iter().find(|(o, _)| *o == replica.ordinal) {
+            Some((_, volume)) => pairs.push((replica, volume)),
+            None => crate::warn(format!(
+                "backup {} holds ordinal {} but {} has no such volume; skipped",
+                snapshot.id,
+                replica.ordinal,
+                options.dest.display()
+            )),
+        }
+    }
+    for (ordinal, volume) in &volumes {
+        if !snapshot.manifest.ordinals.contains(ordinal) {
+            crate::warn(format!(
+                "backup {} has no data for ordinal {ordinal}; {} left untouched",
+                snapshot.id,
+                volume.display()
+            ));
+        }
+    }
+    if pairs.is_empty() {
+        return Err(MoverError::Usage(format!(
+            "backup {} holds ordinals {:?}, none of which is a volume in {}",
+            snapshot.id,
+            snapshot.manifest.ordinals,
+            options.dest.display()
+        )));
+    }
+
+    let unowned = AtomicBool::new(false);
+    let mut totals = (0u64, 0u64);
+    for (replica, volume) in &pairs {
+        match stage(&snapshot, replica, volume, &unowned) {
+            Ok((bytes, files)) => {
+                totals.0 += bytes;
+                totals.1 += files;
+            }
+            Err(e) => {
+                // Nothing live was touched; drop every staging directory made so far.
+                for (_, volume) in &pairs {
+                    if let Err(e) = fsops::remove_tree(&volume.join(swap::STAGING)) {
+                        crate::warn(crate::chain(&e));
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (_, volume) in &pairs {
+        fsops::sync_filesystem(volume)?;
+    }
+    for (replica, volume) in &pairs {
+        if !swap::swap(volume, snapshot.id.as_str(), replica.root)? {
+            unowned.store(true, Ordering::Relaxed);
+        }
+    }
+    if unowned.load(Ordering::Relaxed) {
+        crate::warn(
+            "not permitted to set file ownership (not running as root?): restored files \
+             belong to the restoring user"
+                .to_owned(),
+        );
+    }
+    Ok(RestoreOutcome::Restored(RestoreReport {
+        restored: true,
+        id: snapshot.id.to_string(),
+        bytes: totals.0,
+        files: totals.1,
+        duration_ms: started.elapsed().as_millis() as u64,
+        ordinals: pairs.iter().map(|(r, _)| r.ordinal).collect(),
+    }))
+}
+
+/// Copies one replica of `snapshot` into the volume's staging directory, checking every
+/// file against the manifest. Returns (bytes, files).
+fn stage(
+    snapshot: &Snapshot,
+    replica: &Replica,
+    volume: &Path,
+    unowned: &AtomicBool,
+) -> Result<(u64, u64)> {
+    let source = snapshot.dir.join(replica.ordinal.to_string());
+    let staging = volume.join(swap::STAGING);
+    fsops::make_dir(&staging)?;
+    let note_owner = |owned: bool| {
+        if !owned {
+            unowned.store(true, Ordering::Relaxed);
+        }
+    };
+    let mut files: Vec<&Entry> = Vec::new();
+    let mut dirs: Vec<&Entry> = Vec::new();
+    for entry in &replica.entries {
+        let dest = staging.join(entry.rel_path());
+        match entry.kind {
+            Kind::Dir => {
+                fsops::make_dir(&dest)?;
+                dirs.push(entry);
+            }
+            Kind::Symlink => {
+                let target = entry.link_target().unwrap_or_default();
+                std::os::unix::fs::symlink(&target, &dest)
+                    .map_err(io_err("create symlink", &dest))?;
+                crate::fault::step();
+                note_owner(fsops::apply_meta_symlink(&dest, &entry.meta)?);
+            }
+            Kind::File => files.push(entry),
+        }
+    }
+    let damaged = |from: &Path, problem: &str| MoverError::Damaged {
+        id: snapshot.id.to_string(),
+        problems: vec![format!("{}: {problem}", from.display())],
+    };
+    fsops::par_map(&files, |entry, buf| {
+        let rel = entry.rel_path();
+        let from = source.join(&rel);
+        let to = staging.join(&rel);
+        let mut src = match fsops::open_nofollow(&from) {
+            Ok(src) => src,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(damaged(&from, "missing"));
+            }
+            Err(e) => return Err(io_err("open", &from)(e)),
+        };
+        let copied = fsops::copy_new(&mut src, &from, &to, buf)?;
+        if copied.len != entry.size {
+            return Err(damaged(
+                &from,
+                &format!("{} bytes, the manifest says {}", copied.len, entry.size),
+            ));
+        }
+        if entry.blake3.as_deref() != Some(copied.hash.to_hex().as_str()) {
+            return Err(damaged(
+                &from,
+                "contents do not match the manifest checksum",
+            ));
+        }
+        note_owner(fsops::apply_meta_fd(&copied.file, &entry.meta, &to)?);
+        Ok(())
+    })?;
+    for entry in dirs.iter().rev() {
+        note_owner(fsops::apply_meta_dir(
+            &staging.join(entry.rel_path()),
+            &entry.meta,
+        )?);
+    }
+    let bytes = files.iter().map(|e| e.size).sum();
+    Ok((bytes, files.len() as u64))
+}

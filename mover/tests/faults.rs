@@ -1,0 +1,367 @@
+//! Faults: each fails with a clear error naming the file, and loses nothing.
+
+mod common;
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use hellostateful_mover::{MoverError, Selector, chain};
+
+#[test]
+fn child() {
+    child_main();
+}
+
+fn err_text(e: &MoverError) -> String {
+    chain(e)
+}
+
+#[test]
+fn missing_source_fails_naming_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let app = app(&tmp.path().join("backup"));
+    let missing = tmp.path().join("no-such-dir");
+    let e = hellostateful_mover::backup(&app, &backup_opts(&missing)).expect_err("missing");
+    let text = err_text(&e);
+    assert!(
+        text.contains("no-such-dir") && text.contains("No such file"),
+        "{text}"
+    );
+
+    let empty = tmp.path().join("empty");
+    fs::create_dir(&empty).expect("mkdir");
+    let e = hellostateful_mover::backup(&app, &backup_opts(&empty)).expect_err("no ordinals");
+    assert!(err_text(&e).contains("no replica volumes"), "{e}");
+}
+
+#[test]
+fn full_target_fails_cleanly_and_keeps_earlier_snapshots() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let target = tmp.path().join("small");
+    fs::create_dir(&target).expect("mkdir");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&target)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("SKIPPED full_target test: cannot mount a tmpfs (not root?)");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&target);
+
+    let source = tmp.path().join("src");
+    fs::create_dir_all(source.join("0")).expect("mkdir");
+    fs::write(source.join("0/small"), b"fits").expect("write");
+    let app = app(&target);
+    let first = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("small backup");
+
+    fs::write(source.join("0/huge"), vec![7u8; 3 << 20]).expect("write");
+    let e = hellostateful_mover::backup(&app, &backup_opts(&source)).expect_err("ENOSPC");
+    let text = err_text(&e);
+    assert!(
+        text.contains("No space left on device") && text.contains("huge"),
+        "{text}"
+    );
+    let listed = hellostateful_mover::list(&app).expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, first.id);
+    assert!(
+        hellostateful_mover::incomplete(&app)
+            .expect("incomplete")
+            .is_empty()
+    );
+    assert_eq!(all_snapshots_verify(&app), 1);
+}
+
+#[test]
+fn unreadable_file_fails_naming_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    common::chmod(tmp.path(), 0o755);
+    let source = tmp.path().join("src");
+    fs::create_dir_all(source.join("0/dir")).expect("mkdir");
+    fs::write(source.join("0/dir/readable"), b"ok").expect("write");
+    fs::write(source.join("0/dir/secret"), b"no").expect("write");
+    common::chmod(&source.join("0/dir/secret"), 0o000);
+    let target = tmp.path().join("backup");
+    fs::create_dir(&target).expect("mkdir");
+    common::chmod(&target, 0o777);
+
+    if rustix::process::geteuid().is_root() {
+        // Root reads mode-000 files, so drop to `nobody` in a child process.
+        let out = common::child(&[
+            "backup",
+            "--source",
+            source.to_str().expect("utf8"),
+            "--target",
+            target.to_str().expect("utf8"),
+            "--namespace",
+            NS,
+            "--name",
+            NAME,
+        ])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("spawn");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("dir/secret") && stderr.contains("Permission denied"),
+            "{stderr}"
+        );
+    } else {
+        let e = hellostateful_mover::backup(&app(&target), &backup_opts(&source))
+            .expect_err("unreadable");
+        assert!(err_text(&e).contains("dir/secret"), "{e}");
+    }
+    let app = app(&target);
+    assert!(hellostateful_mover::list(&app).expect("list").is_empty());
+    assert!(
+        hellostateful_mover::incomplete(&app)
+            .expect("incomplete")
+            .is_empty()
+    );
+}
+
+#[test]
+fn ids_with_path_tricks_are_refused() {
+    for bad in [
+        "../20261129T150102Z",
+        "20261129T150102Z/..",
+        "..",
+        "a/b",
+        "",
+    ] {
+        let e = bad.parse::<Selector>().expect_err(bad);
+        assert!(e.to_string().contains("invalid backup id"), "{e}");
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = run_child(
+        &[
+            "verify",
+            "--target",
+            tmp.path().to_str().expect("utf8"),
+            "--namespace",
+            NS,
+            "--name",
+            NAME,
+            "../../etc",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid backup id"));
+    let out = run_child(
+        &[
+            "backups",
+            "--namespace",
+            "..",
+            "--name",
+            NAME,
+            "--target",
+            "/x",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid namespace"));
+}
+
+#[test]
+fn unknown_id_lists_existing_ones() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    let b = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let sel = Selector::Id("20000101T000000Z".parse().expect("id"));
+    let e = hellostateful_mover::restore(&app, &restore_opts(&source, sel)).expect_err("unknown");
+    assert!(e.to_string().contains(&b.id), "{e}");
+}
+
+#[test]
+fn edited_manifest_or_damaged_file_is_refused_before_live_data_is_touched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    let b = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let dest = volumes(tmp.path(), "dest", 3);
+    // The volume root's own mtime changes when staging is made and removed; its
+    // contents must not.
+    let live = |dest: &Path| {
+        let mut s = shape(&dest.join("0"));
+        s.remove(Path::new(""));
+        s
+    };
+    let before = live(&dest);
+    let manifest = app.dir().join(&b.id).join("manifest.json");
+    let original = fs::read_to_string(&manifest).expect("read");
+
+    // A hand edit (here: a size) is refused by verify and restore, naming the manifest.
+    fs::write(
+        &manifest,
+        original.replacen("\"size\": 0", "\"size\": 1", 1),
+    )
+    .expect("edit");
+    let e = hellostateful_mover::verify(&app, &Selector::Latest).expect_err("edited");
+    assert!(err_text(&e).contains("manifest.json"), "{e}");
+    let e = hellostateful_mover::restore(
+        &app,
+        &restore_opts(&dest, Selector::Id(b.id.parse().expect("id"))),
+    )
+    .expect_err("edited");
+    assert!(err_text(&e).contains("manifest.json"), "{e}");
+    assert!(live(&dest) == before, "live data changed");
+
+    // A damaged file (same size, different bytes) and a missing one are named.
+    fs::write(&manifest, &original).expect("restore manifest");
+    let snap = app.dir().join(&b.id).join("0");
+    let mut data = fs::read(snap.join("big.bin")).expect("read");
+    data[1000] ^= 1;
+    fs::write(snap.join("big.bin"), &data).expect("corrupt");
+    let report = hellostateful_mover::verify(&app, &Selector::Latest).expect("verify");
+    assert!(
+        report.problems.iter().any(|p| p.contains("big.bin")),
+        "{:?}",
+        report.problems
+    );
+    let e = hellostateful_mover::restore(&app, &restore_opts(&dest, Selector::Latest))
+        .expect_err("damaged");
+    assert!(err_text(&e).contains("big.bin"), "{e}");
+    assert!(live(&dest) == before, "live data changed");
+    assert!(leftovers(&dest.join("0")).is_empty());
+
+    fs::remove_file(snap.join("logs/f2.txt")).expect("remove");
+    let report = hellostateful_mover::verify(&app, &Selector::Latest).expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("f2.txt") && p.contains("missing"))
+    );
+    let out = run_child(
+        &[
+            "verify",
+            "--target",
+            tmp.path().join("backup").to_str().expect("utf8"),
+            "--namespace",
+            NS,
+            "--name",
+            NAME,
+            "latest",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bad: "));
+}
+
+fn hold_lock(app_dir: &Path) -> fs::File {
+    fs::create_dir_all(app_dir).expect("mkdir");
+    let file = fs::File::create(app_dir.join(".lock")).expect("lock file");
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    file
+}
+
+#[test]
+fn concurrent_backup_waits_then_fails_clearly_and_prune_stays_away() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let held = hold_lock(&app.dir());
+
+    let mut opts = backup_opts(&source);
+    opts.lock_wait = Duration::from_millis(300);
+    let e = hellostateful_mover::backup(&app, &opts).expect_err("locked");
+    let text = err_text(&e);
+    assert!(
+        text.contains(".lock") && text.contains("another backup"),
+        "{text}"
+    );
+    let pruned = hellostateful_mover::prune(&app, 1).expect("prune");
+    assert!(pruned.busy && pruned.pruned.is_empty());
+
+    // A waiting backup proceeds as soon as the holder is done.
+    let waiter = {
+        let app = app.clone();
+        let opts = backup_opts(&source);
+        std::thread::spawn(move || hellostateful_mover::backup(&app, &opts))
+    };
+    drop(held);
+    waiter.join().expect("thread").expect("backup after unlock");
+    assert_eq!(all_snapshots_verify(&app), 2);
+}
+
+#[test]
+fn lock_of_a_killed_backup_is_recovered() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let target = tmp.path().join("backup");
+    let app = app(&target);
+    let out = run_child(
+        &[
+            "backup",
+            "--source",
+            source.to_str().expect("utf8"),
+            "--target",
+            target.to_str().expect("utf8"),
+            "--namespace",
+            NS,
+            "--name",
+            NAME,
+        ],
+        &[(hellostateful_mover::FAULT_ENV, "5".into())],
+    );
+    assert!(!out.status.success(), "the child should have crashed");
+    assert_eq!(
+        hellostateful_mover::incomplete(&app)
+            .expect("incomplete")
+            .len(),
+        1
+    );
+
+    let start = Instant::now();
+    let mut opts = backup_opts(&source);
+    opts.lock_wait = Duration::from_secs(5);
+    hellostateful_mover::backup(&app, &opts).expect("backup after a crash");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(
+        hellostateful_mover::incomplete(&app)
+            .expect("incomplete")
+            .is_empty()
+    );
+    assert_eq!(all_snapshots_verify(&app), 1);
+}
+
+#[test]
+fn prune_keeps_the_newest_and_refuses_zero() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        fs::write(source.join("0/stateful.log"), format!("{i}")).expect("write");
+        ids.push(
+            hellostateful_mover::backup(&app, &backup_opts(&source))
+                .expect("backup")
+                .id,
+        );
+    }
+    assert!(hellostateful_mover::prune(&app, 0).is_err());
+    let out = hellostateful_mover::prune(&app, 2).expect("prune");
+    assert_eq!(out.pruned, vec![ids[1].clone(), ids[0].clone()]);
+    assert_eq!(out.kept, vec![ids[3].clone(), ids[2].clone()]);
+    // The survivors' hard-linked files are intact.
+    assert_eq!(all_snapshots_verify(&app), 2);
+}
