@@ -1,0 +1,3 @@
+module hellostateful.local/apiprobe
+
+go 1.22

@@ -1,0 +1,85 @@
+# Helpers for e2e test scripts: source this file (bash).
+#
+#   wait_for DESCRIPTION TIMEOUT_SECONDS CMD...   poll CMD until it succeeds, within a deadline
+#   run_test NAME FUNCTION                        run one test, print --- PASS/FAIL: NAME (Xs)
+#   summary                                       print "SUITE: N passed, M failed"; non-zero if any failed
+#   dump_debug NAMESPACE                          pods, events, describe + logs of unhealthy pods
+#
+# Each test FUNCTION runs in a subshell with `set -e`, so its first failing command fails
+# the test; variables it sets do not reach later tests (keep shared state in the script).
+# The suite name in the summary line is E2E_SUITE, by default the script's name without .sh.
+
+E2E_SUITE=${E2E_SUITE:-$(basename "${0%.sh}")}
+E2E_POLL_INTERVAL=${E2E_POLL_INTERVAL:-0.5}
+_E2E_PASSED=0
+_E2E_FAILED=0
+_E2E_FAILED_NAMES=()
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS CMD...
+wait_for() {
+  local what=$1 timeout=$2; shift 2
+  local start=$SECONDS out rc
+  while :; do
+    out=$("$@" 2>&1) && return 0
+    rc=$?
+    if ((SECONDS - start >= timeout)); then
+      echo "timed out after ${timeout}s waiting for: $what" >&2
+      echo "  last command: $*" >&2
+      echo "  last exit code: $rc; last output:" >&2
+      printf '%s\n' "$out" | tail -n 20 | sed 's/^/    /' >&2
+      return 1
+    fi
+    sleep "$E2E_POLL_INTERVAL"
+  done
+}
+
+_e2e_now() { date +%s.%N; }
+_e2e_elapsed() { awk -v a="$1" -v b="$(_e2e_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# run_test NAME FUNCTION [ARGS...]
+run_test() {
+  local name=$1; shift
+  local t0 rc
+  t0=$(_e2e_now)
+  echo "=== RUN   $name"
+  (set -e; "$@")
+  rc=$?
+  if ((rc == 0)); then
+    _E2E_PASSED=$((_E2E_PASSED + 1))
+    echo "--- PASS: $name ($(_e2e_elapsed "$t0")s)"
+  else
+    _E2E_FAILED=$((_E2E_FAILED + 1))
+    _E2E_FAILED_NAMES+=("$name")
+    echo "--- FAIL: $name ($(_e2e_elapsed "$t0")s)"
+  fi
+  return 0
+}
+
+# summary: the closing line; returns 1 if any test failed
+summary() {
+  if ((_E2E_FAILED > 0)); then
+    echo "failed tests: ${_E2E_FAILED_NAMES[*]}"
+  fi
+  echo "$E2E_SUITE: $_E2E_PASSED passed, $_E2E_FAILED failed"
+  ((_E2E_FAILED == 0))
+}
+
+# dump_debug NAMESPACE: what a human needs to see when a test fails
+dump_debug() {
+  local ns=$1 pod phase
+  echo "----- debug: namespace $ns -----" >&2
+  kubectl -n "$ns" get all,pvc,events -o wide >&2 2>&1 || true
+  kubectl get pv -o wide >&2 2>&1 || true
+  kubectl -n "$ns" get events --sort-by=.lastTimestamp >&2 2>&1 || true
+  kubectl -n "$ns" get pods --no-headers -o custom-columns=N:.metadata.name,P:.status.phase 2>/dev/null |
+    while read -r pod phase; do
+      [[ $phase == Succeeded ]] && continue
+      local ready
+      ready=$(kubectl -n "$ns" get pod "$pod" -o jsonpath='{.status.containerStatuses[*].ready}' 2>/dev/null || true)
+      [[ $phase == Running && $ready != *false* ]] && continue
+      echo "----- pod $pod ($phase) -----" >&2
+      kubectl -n "$ns" describe pod "$pod" >&2 2>&1 || true
+      kubectl -n "$ns" logs "$pod" --all-containers --tail=50 >&2 2>&1 || true
+    done
+  echo "----- end debug -----" >&2
+}
