@@ -84,7 +84,12 @@ pub(crate) fn recover(volume: &Path) -> Result<bool> {
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            remove_file_if_exists(&volume.join(JOURNAL_TMP))?;
+            // Look before removing: a backup mounts volumes read-only, where even unlinking
+            // a missing file fails with EROFS.
+            let journal_tmp = volume.join(JOURNAL_TMP);
+            if journal_tmp.symlink_metadata().is_ok() {
+                remove_file_if_exists(&journal_tmp)?;
+            }
             let staging = volume.join(STAGING);
             if staging.symlink_metadata().is_ok() {
                 crate::warn(format!(

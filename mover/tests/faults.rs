@@ -365,3 +365,47 @@ fn prune_keeps_the_newest_and_refuses_zero() {
     // The survivors' hard-linked files are intact.
     assert_eq!(all_snapshots_verify(&app), 2);
 }
+
+/// Backup Jobs mount the app's volumes read-only: a volume that a restore wrote into must
+/// still back up without any write to it.
+#[test]
+fn backup_reads_a_read_only_volume_that_a_restore_wrote() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let target = tmp.path().join("target");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&target);
+    hellostateful_mover::backup(&app, &backup_opts(&source)).expect("first backup");
+    hellostateful_mover::restore(&app, &restore_opts(&source, Selector::Latest)).expect("restore");
+    let volume = source.join("0");
+    let bind = |args: &[&str]| {
+        std::process::Command::new("mount")
+            .args(args)
+            .arg(&volume)
+            .arg(&volume)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !bind(&["--bind"]) {
+        eprintln!("SKIPPED read-only volume test: cannot bind-mount (not root?)");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&volume);
+    assert!(bind(&["-o", "remount,ro,bind"]), "remount read-only");
+    assert!(
+        fs::write(volume.join("probe"), b"x").is_err(),
+        "volume is read-only"
+    );
+    let second = hellostateful_mover::backup(&app, &backup_opts(&source))
+        .unwrap_or_else(|e| panic!("backup of a read-only volume: {}", err_text(&e)));
+    assert_eq!(
+        hellostateful_mover::list(&app).expect("list")[0].id,
+        second.id
+    );
+}

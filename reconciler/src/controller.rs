@@ -77,7 +77,8 @@ pub async fn run(ctx: Arc<Context>) {
         "app.kubernetes.io/managed-by={}",
         names::FIELD_MANAGER
     ));
-    // Generation alone would miss the on-demand annotations (they change no generation).
+    // Generation alone would miss the on-demand annotations and the finalizer the first pass
+    // adds (neither changes the generation); status writes must not trigger a pass.
     let (reader, writer) = reflector::store();
     let trigger = watcher(apps, WatcherConfig::default().any_semantic())
         .default_backoff()

@@ -1,0 +1,369 @@
+//! `backup` and `restore`: ask by annotation token, then follow the acknowledgement in status.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use hellostateful_api::names::{BACKUP_REQUESTED, RESTORE_FROM, RESTORE_REQUESTED};
+use hellostateful_api::{HelloStateful, RequestPhase, RequestStatus, ResolvedTarget, validate};
+use indicatif::{ProgressBar, ProgressStyle};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::cli::{BackupArgs, OutputFormat, RestoreArgs, WaitArgs};
+use crate::context::{Ctx, Kube};
+use crate::error::{Action, CliError, explain};
+use crate::output::{to_json, to_yaml};
+use crate::prompt;
+
+/// How long to wait for a first acknowledgement when the reconciler looks absent.
+const NO_RECONCILER_GRACE: Duration = Duration::from_secs(15);
+
+/// A new token: the time now, RFC 3339 UTC with microseconds, so quick requests differ.
+pub fn new_token(now: DateTime<Utc>) -> String {
+    now.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// The merge patch asking for one backup.
+pub fn backup_patch(token: &str) -> Value {
+    json!({"metadata": {"annotations": {BACKUP_REQUESTED: token}}})
+}
+
+/// The merge patch asking for one restore: both annotations in one write.
+pub fn restore_patch(token: &str, from: &str) -> Value {
+    json!({"metadata": {"annotations": {RESTORE_FROM: from, RESTORE_REQUESTED: token}}})
+}
+
+/// Which request slot of status to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Backup,
+    Restore,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Backup => "backup",
+            Kind::Restore => "restore",
+        }
+    }
+
+    fn slot(self, app: &HelloStateful) -> Option<RequestStatus> {
+        let status = app.status.as_ref()?;
+        match self {
+            Kind::Backup => status.backup_request.clone(),
+            Kind::Restore => status.restore_request.clone(),
+        }
+    }
+}
+
+/// Whether to wait: the flag, else yes on a terminal.
+fn should_wait(ctx: &Ctx, wait: &WaitArgs) -> bool {
+    wait.wait.unwrap_or(ctx.terminal.stdout)
+}
+
+/// `backup NAME`.
+pub async fn backup(ctx: &Ctx, args: &BackupArgs) -> Result<String, CliError> {
+    let kube = ctx.connect().await?;
+    kube.get_app(&args.name).await?;
+    let waiting = should_wait(ctx, &args.wait);
+    let reconciler = kube.reconciler().await;
+    let warning = reconciler.not_running_warning();
+    if let Some(warning) = &warning {
+        eprintln!("{} {warning}", ctx.style.warn("Warning:"));
+    }
+    let token = new_token(Utc::now());
+    send(&kube, &args.name, &backup_patch(&token)).await?;
+    ctx.debug(1, format!("asked for a backup with token {token}"));
+    if !waiting {
+        return Ok(format!(
+            "Backup of {}/{} requested (token {token}). Follow it with `kubectl hellostateful status {}`.\n",
+            kube.namespace, args.name, args.name
+        ));
+    }
+    let result = follow(
+        ctx,
+        &kube,
+        &args.name,
+        Kind::Backup,
+        &token,
+        &args.wait,
+        warning.is_some(),
+    )
+    .await?;
+    finish(ctx, &kube, &args.name, Kind::Backup, result)
+}
+
+/// `restore NAME`.
+pub async fn restore(ctx: &Ctx, args: &RestoreArgs) -> Result<String, CliError> {
+    validate::restore_from(&args.from).map_err(|e| CliError::Usage(e.to_string()))?;
+    if !args.yes && !ctx.terminal.can_prompt() {
+        return Err(CliError::Usage(format!(
+            "refusing to restore {} without confirmation: stdin is not a terminal; pass --yes to overwrite its data from backup {}",
+            args.name, args.from
+        )));
+    }
+    let kube = ctx.connect().await?;
+    let app = kube.get_app(&args.name).await?;
+    let reconciler = kube.reconciler().await;
+    let warning = reconciler.not_running_warning();
+    if let Some(warning) = &warning {
+        eprintln!("{} {warning}", ctx.style.warn("Warning:"));
+    }
+    if !args.yes {
+        let question = restore_question(&kube.namespace, &app, &args.from);
+        if !prompt::confirm(&question)? {
+            return Err(CliError::Failed(
+                "restore cancelled: nothing was changed".to_string(),
+            ));
+        }
+    }
+    let token = new_token(Utc::now());
+    send(&kube, &args.name, &restore_patch(&token, &args.from)).await?;
+    ctx.debug(1, format!("asked for a restore with token {token}"));
+    if !should_wait(ctx, &args.wait) {
+        return Ok(format!(
+            "Restore of {}/{} from {} requested (token {token}). Follow it with `kubectl hellostateful status {}`.\n",
+            kube.namespace, args.name, args.from, args.name
+        ));
+    }
+    let result = follow(
+        ctx,
+        &kube,
+        &args.name,
+        Kind::Restore,
+        &token,
+        &args.wait,
+        warning.is_some(),
+    )
+    .await?;
+    finish(ctx, &kube, &args.name, Kind::Restore, result)
+}
+
+/// What the confirmation says: what will be overwritten, and that the app stops meanwhile.
+pub fn restore_question(namespace: &str, app: &HelloStateful, from: &str) -> String {
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let replicas = app.spec.replicas;
+    let volumes: Vec<String> = match app.status.as_ref() {
+        Some(status) if !status.backend_volumes.is_empty() => status.backend_volumes.clone(),
+        _ => (0..replicas.max(1))
+            .map(|i| hellostateful_api::names::claim(&name, i))
+            .collect(),
+    };
+    let which = if from == "latest" {
+        "the newest backup".to_string()
+    } else {
+        format!("backup {from}")
+    };
+    let target = match app.spec.backup_target() {
+        ResolvedTarget::HostPath(path) => format!("node directory {path}"),
+        ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {claim}"),
+    };
+    format!(
+        "Restore {namespace}/{name} from {which} (in {target})?\n  This overwrites all data on the volumes {} of its {replicas} replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?",
+        volumes.join(", ")
+    )
+}
+
+async fn send(kube: &Kube, name: &str, patch: &Value) -> Result<(), CliError> {
+    kube.apps()
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| explain(e, &Action::app("patch", &kube.namespace, name)))
+}
+
+/// How waiting ended.
+enum Outcome {
+    Done(RequestStatus),
+    TimedOut(Option<RequestStatus>),
+    NeverAcknowledged,
+}
+
+/// Polls the app until its status acknowledges `token` with a final phase.
+async fn follow(
+    ctx: &Ctx,
+    kube: &Kube,
+    name: &str,
+    kind: Kind,
+    token: &str,
+    wait: &WaitArgs,
+    reconciler_absent: bool,
+) -> Result<Outcome, CliError> {
+    let started = Instant::now();
+    let spinner = if ctx.terminal.stderr {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar.set_message(format!(
+            "{} of {}/{name}: requested",
+            kind.noun(),
+            kube.namespace
+        ));
+        Some(bar)
+    } else {
+        eprintln!("{} of {}/{name}: requested", kind.noun(), kube.namespace);
+        None
+    };
+    let mut last: Option<RequestStatus> = None;
+    let outcome = loop {
+        let app = kube.get_app(name).await?;
+        let current = kind.slot(&app).filter(|slot| slot.token == token);
+        if current != last {
+            if let Some(slot) = &current {
+                let line = progress_line(kind, &kube.namespace, name, slot);
+                match &spinner {
+                    Some(bar) => bar.set_message(line),
+                    None => eprintln!("{line}"),
+                }
+            }
+            last = current.clone();
+        }
+        if let Some(slot) = &current
+            && slot.phase.is_final()
+        {
+            break Outcome::Done(slot.clone());
+        }
+        if last.is_none() && reconciler_absent && started.elapsed() >= NO_RECONCILER_GRACE {
+            break Outcome::NeverAcknowledged;
+        }
+        if started.elapsed() >= wait.timeout {
+            break Outcome::TimedOut(last.clone());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    if let Some(bar) = spinner {
+        bar.finish_and_clear();
+    }
+    Ok(outcome)
+}
+
+fn progress_line(kind: Kind, namespace: &str, name: &str, slot: &RequestStatus) -> String {
+    let mut line = format!("{} of {namespace}/{name}: {:?}", kind.noun(), slot.phase);
+    if let Some(job) = &slot.job {
+        line.push_str(&format!(" (job {job})"));
+    }
+    if let Some(message) = &slot.message {
+        line.push_str(&format!(": {message}"));
+    }
+    line
+}
+
+/// Prints the result; failures and timeouts become errors (exit 1).
+fn finish(
+    ctx: &Ctx,
+    kube: &Kube,
+    name: &str,
+    kind: Kind,
+    outcome: Outcome,
+) -> Result<String, CliError> {
+    let noun = kind.noun();
+    let namespace = &kube.namespace;
+    match outcome {
+        Outcome::Done(slot) if slot.phase == RequestPhase::Succeeded => match ctx.output() {
+            OutputFormat::Json => to_json(&slot),
+            OutputFormat::Yaml => to_yaml(&slot),
+            OutputFormat::Name => Ok(format!("{}\n", slot.backup_id.unwrap_or_default())),
+            _ => {
+                let id = slot
+                    .backup_id
+                    .clone()
+                    .unwrap_or_else(|| "<unknown>".to_string());
+                let detail = slot.message.map(|m| format!(" ({m})")).unwrap_or_default();
+                Ok(match kind {
+                    Kind::Backup => format!(
+                        "{} {namespace}/{name} backed up: backup id {id}{detail}\n",
+                        ctx.style.good("✔")
+                    ),
+                    Kind::Restore => format!(
+                        "{} {namespace}/{name} restored from backup {id}{detail}\n",
+                        ctx.style.good("✔")
+                    ),
+                })
+            }
+        },
+        Outcome::Done(slot) => Err(CliError::Failed(format!(
+            "{noun} of {namespace}/{name} failed: {}{}",
+            slot.message.as_deref().unwrap_or("no message"),
+            slot.job
+                .map(|job| format!(" (see `kubectl -n {namespace} logs job/{job}`)"))
+                .unwrap_or_default()
+        ))),
+        Outcome::TimedOut(last) => Err(CliError::Failed(format!(
+            "timed out waiting for the {noun} of {namespace}/{name}: {}. Nothing is rolled back: the request stays and the reconciler goes on with it; follow it with `kubectl hellostateful status {name}`",
+            match last {
+                Some(slot) => format!(
+                    "it was last {:?}{}",
+                    slot.phase,
+                    slot.message.map(|m| format!(" ({m})")).unwrap_or_default()
+                ),
+                None => "the reconciler had not acknowledged the request yet".to_string(),
+            }
+        ))),
+        Outcome::NeverAcknowledged => Err(CliError::Failed(format!(
+            "the {noun} of {namespace}/{name} was not acknowledged: the reconciler is not running. The request stays in the annotation and will be carried out when the reconciler runs (`kubectl hellostateful install --wait`)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn tokens_are_rfc3339_utc_with_microseconds() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 11, 29, 15, 1, 2)
+            .unwrap()
+            .checked_add_signed(chrono::Duration::microseconds(123_456))
+            .unwrap();
+        assert_eq!(new_token(now), "2026-11-29T15:01:02.123456Z");
+        let later = now + chrono::Duration::microseconds(1);
+        assert_ne!(new_token(now), new_token(later));
+    }
+
+    #[test]
+    fn backup_patch_is_exact() {
+        assert_eq!(
+            serde_json::to_string(&backup_patch("2026-11-29T15:01:02.123456Z")).unwrap(),
+            r#"{"metadata":{"annotations":{"hello-stateful.example.com/backup-requested":"2026-11-29T15:01:02.123456Z"}}}"#
+        );
+    }
+
+    #[test]
+    fn restore_patch_sets_both_annotations_at_once() {
+        assert_eq!(
+            serde_json::to_string(&restore_patch("t1", "20261129T150102Z")).unwrap(),
+            r#"{"metadata":{"annotations":{"hello-stateful.example.com/restore-from":"20261129T150102Z","hello-stateful.example.com/restore-requested":"t1"}}}"#
+        );
+    }
+
+    #[test]
+    fn the_question_says_what_is_overwritten() {
+        let app = crate::get::tests::app("prod", "web", 2, 2);
+        let question = restore_question("prod", &app, "latest");
+        assert_eq!(
+            question,
+            "Restore prod/web from the newest backup (in node directory /tmp/backup)?\n  This overwrites all data on the volumes data-web-0, data-web-1 of its 2 replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?"
+        );
+    }
+
+    #[test]
+    fn progress_lines() {
+        let slot = RequestStatus {
+            token: "t".into(),
+            phase: RequestPhase::Pending,
+            job: None,
+            backup_id: None,
+            message: Some("waiting for the restore to finish".into()),
+        };
+        assert_eq!(
+            progress_line(Kind::Backup, "default", "hello", &slot),
+            "backup of default/hello: Pending: waiting for the restore to finish"
+        );
+    }
+}

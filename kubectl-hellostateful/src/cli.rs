@@ -1,0 +1,585 @@
+//! The command line: clap derive structures that mirror kubectl's flags and habits.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+
+const ABOUT: &str = "Run a stateful app on Kubernetes and back up and restore its data";
+
+const LONG_ABOUT: &str = "kubectl hellostateful runs a stateful app on Kubernetes (a \
+HelloStateful resource: a StatefulSet with one volume per replica) and backs up and restores \
+its data, on a schedule and on demand. An in-cluster reconciler does the work; this plugin \
+creates apps, asks for backups and restores by annotation, and shows what happened.";
+
+const MAIN_EXAMPLES: &str = "Examples:
+  # Install the CRD and the reconciler, then create an app backed up every 5 minutes
+  kubectl hellostateful install --wait
+  kubectl hellostateful create hello --schedule '*/5 * * * *' --restore-from-existing
+
+  # See apps and the health of one
+  kubectl hellostateful list -A
+  kubectl hellostateful status hello
+
+  # Back up now, list the backups, restore the newest
+  kubectl hellostateful backup hello
+  kubectl hellostateful backups hello
+  kubectl hellostateful restore hello --from latest";
+
+/// `kubectl hellostateful`: the command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-hellostateful",
+    bin_name = "kubectl hellostateful",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = MAIN_EXAMPLES,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes, as kubectl spells them.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, merged, else ~/.kube/config)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the current context)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace of the app (default: the context's namespace, else "default")
+    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Output format: table, wide, json, yaml or name (not every command takes every one)
+    #[arg(short = 'o', long, global = true, value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+    /// Never colour the output (colour is also off for NO_COLOR and when stdout is not a terminal)
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// Say more about what is done (repeat for more)
+    #[arg(short = 'v', long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// `-o` values.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Aligned columns (the default)
+    Table,
+    /// Aligned columns with more of them
+    Wide,
+    /// JSON
+    Json,
+    /// YAML
+    Yaml,
+    /// resource/name only
+    Name,
+}
+
+/// `--dry-run` values, as kubectl.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DryRun {
+    /// Really do it
+    None,
+    /// Print what would be sent, without contacting the cluster
+    Client,
+    /// Send it with dryRun=All: the API server validates it and persists nothing
+    Server,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a HelloStateful app
+    #[command(
+        long_about = "Create a HelloStateful app: a StatefulSet running the app (by default \
+busybox appending the date to stateful.log every 10 s), one volume per replica, and a backup \
+CronJob when a schedule is given. Fails if the app already exists. When stdin is a terminal \
+and no --schedule is given, asks for one (empty for none); never asks without a terminal.",
+        after_help = "Examples:
+  # The 2018 walkthrough: one replica, a backup every 5 minutes, restore on re-creation
+  kubectl hellostateful create hello --schedule '*/5 * * * *' --restore-from-existing
+
+  # Three replicas on dynamically provisioned volumes, keep the last 3 backups
+  kubectl hellostateful create web -n prod --replicas 3 --storage-class standard --size 5Gi --keep-last 3
+
+  # Print the resource without creating it, or let the API server validate it
+  kubectl hellostateful create hello --schedule @hourly --dry-run=client -o yaml
+  kubectl hellostateful create hello --schedule @hourly --dry-run=server"
+    )]
+    Create(CreateArgs),
+
+    /// List HelloStateful apps
+    #[command(
+        visible_alias = "ls",
+        long_about = "List HelloStateful apps in the namespace (or all namespaces with -A): \
+readiness, replicas, backup schedule, age of the last backup, whether data was restored.",
+        after_help = "Examples:
+  kubectl hellostateful list
+  kubectl hellostateful list -A -o wide
+  kubectl hellostateful list -o json"
+    )]
+    List(ListArgs),
+
+    /// Show one HelloStateful app, or list them all
+    #[command(
+        long_about = "Show one HelloStateful app as a table row (or -o json|yaml|name), or \
+every app of the namespace when no name is given.",
+        after_help = "Examples:
+  kubectl hellostateful get hello
+  kubectl hellostateful get hello -o yaml
+  kubectl hellostateful get -A -o name"
+    )]
+    Get(GetArgs),
+
+    /// Describe an app: its children and their health, conditions, backups, events
+    #[command(
+        visible_alias = "describe",
+        long_about = "Describe an app and everything it is made of: the StatefulSet and its \
+pods, the volumes and what they are bound to, the backup CronJob and running Jobs, the \
+conditions, the last backup, any backup or restore in flight, and recent events.",
+        after_help = "Examples:
+  kubectl hellostateful status hello
+  kubectl hellostateful describe hello -n prod
+  kubectl hellostateful status hello -o yaml"
+    )]
+    Status(NameArgs),
+
+    /// Back up an app now
+    #[command(
+        long_about = "Ask the reconciler for one backup now (by a new token in the \
+hello-stateful.example.com/backup-requested annotation). With --wait (the default on a \
+terminal) shows the progress until the reconciler reports the result, prints the backup id \
+and exits 0 on success, 1 on failure or timeout. A timeout rolls nothing back: the backup \
+goes on and `status` shows how it ends.",
+        after_help = "Examples:
+  kubectl hellostateful backup hello
+  kubectl hellostateful backup hello --timeout 30m
+  # Ask and return at once
+  kubectl hellostateful backup hello --wait=false"
+    )]
+    Backup(BackupArgs),
+
+    /// List an app's backups
+    #[command(
+        long_about = "List the complete backups (snapshots) of an app, newest first: id, \
+time, size, files, and bytes new in each. Reads the backup target by running a short-lived \
+read-only pod with the reconciler's image in the app's namespace (on the app's node for a \
+node directory), then deletes it.",
+        after_help = "Examples:
+  kubectl hellostateful backups hello
+  kubectl hellostateful backups hello -o json"
+    )]
+    Backups(NameArgs),
+
+    /// Restore an app's data from a backup
+    #[command(
+        long_about = "Restore an app's data from a backup: the reconciler scales the app to \
+0, waits for its pods to be gone, overwrites every replica's volume with the snapshot, and \
+starts the app again. Asks for confirmation on a terminal; without a terminal it refuses \
+unless --yes is given.",
+        after_help = "Examples:
+  kubectl hellostateful restore hello
+  kubectl hellostateful restore hello --from 20261129T150102Z
+  # In a script
+  kubectl hellostateful restore hello --from latest --yes --wait"
+    )]
+    Restore(RestoreArgs),
+
+    /// Delete an app (its backups are kept)
+    #[command(
+        long_about = "Delete a HelloStateful app with its StatefulSet, volumes, CronJob and \
+Jobs. Its backups are kept: create the app again with --restore-from-existing to get its \
+data back. Asks for confirmation on a terminal; without a terminal needs --yes.",
+        after_help = "Examples:
+  kubectl hellostateful delete hello
+  kubectl hellostateful delete hello -n prod --yes"
+    )]
+    Delete(DeleteArgs),
+
+    /// Print the app's stateful.log
+    #[command(
+        long_about = "Print the app's log file (<mountPath>/stateful.log) from one replica, \
+as `kubectl exec NAME-0 -c app -- tail` would.",
+        after_help = "Examples:
+  kubectl hellostateful logs hello
+  kubectl hellostateful logs hello --tail 50 --replica 1
+  kubectl hellostateful logs hello -f"
+    )]
+    Logs(LogsArgs),
+
+    /// Install the CRD, RBAC and reconciler into the cluster
+    #[command(
+        long_about = "Install (or upgrade) the HelloStateful CRD, the reconciler's namespace \
+hellostateful-system, its RBAC and its Deployment, from manifests embedded in this binary, by \
+server-side apply (field manager kubectl-hellostateful). Waits for the CRD to be established; \
+with --wait also for the reconciler to be available.",
+        after_help = "Examples:
+  kubectl hellostateful install --wait
+  kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.1.0
+  # Print the manifests instead
+  kubectl hellostateful install --dry-run -o yaml"
+    )]
+    Install(InstallArgs),
+
+    /// Remove the reconciler (and with --include-crd the CRD and every app)
+    #[command(
+        long_about = "Remove the reconciler: its Deployment, RBAC and namespace. The CRD and \
+the apps stay unless --include-crd is given: deleting the CRD deletes every HelloStateful \
+app in the cluster (their backups are kept). Asks on a terminal; without one needs --yes; \
+--include-crd always needs --yes.",
+        after_help = "Examples:
+  kubectl hellostateful uninstall
+  kubectl hellostateful uninstall --include-crd --yes"
+    )]
+    Uninstall(UninstallArgs),
+
+    /// Print the plugin's and the reconciler's versions
+    #[command(after_help = "Examples:
+  kubectl hellostateful version
+  kubectl hellostateful version -o json")]
+    Version,
+
+    /// Print a shell completion script
+    #[command(
+        long_about = "Print a completion script for bash, zsh or fish. Completes the \
+kubectl-hellostateful command.",
+        after_help = "Examples:
+  kubectl-hellostateful completion bash > /etc/bash_completion.d/kubectl-hellostateful
+  kubectl-hellostateful completion zsh > \"${fpath[1]}/_kubectl-hellostateful\"
+  kubectl-hellostateful completion fish > ~/.config/fish/completions/kubectl-hellostateful.fish"
+    )]
+    Completion {
+        /// The shell
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// `create`.
+#[derive(Args, Debug, Clone)]
+pub struct CreateArgs {
+    /// Name of the app (a DNS-1035 label of at most 45 characters)
+    pub name: String,
+    /// Number of app pods, each with its own volume
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(0..=20))]
+    pub replicas: i32,
+    /// Cron schedule of automatic backups, like "*/5 * * * *" or @hourly (empty: none)
+    #[arg(long, value_name = "CRON")]
+    pub schedule: Option<String>,
+    /// Restore the newest backup of this namespace/name before the app first starts
+    #[arg(long)]
+    pub restore_from_existing: bool,
+    /// Container image of the app (default busybox:1.36 running the logging loop)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Size of each replica's volume, like 1Gi
+    #[arg(long, value_name = "QUANTITY")]
+    pub size: Option<String>,
+    /// StorageClass for dynamic volumes (default: static hostPath volumes on one node)
+    #[arg(long, value_name = "CLASS")]
+    pub storage_class: Option<String>,
+    /// How many backups retention keeps (default 10)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=1000))]
+    pub keep_last: Option<i32>,
+    /// Node directory that holds backups (default /tmp/backup)
+    #[arg(long, value_name = "DIR", conflicts_with = "backup_target_pvc")]
+    pub backup_target_host_path: Option<String>,
+    /// PersistentVolumeClaim in the namespace that holds backups instead of a node directory
+    #[arg(long, value_name = "CLAIM")]
+    pub backup_target_pvc: Option<String>,
+    /// none: create; client: print without sending; server: let the API server validate only
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "client", default_value = "none")]
+    pub dry_run: DryRun,
+}
+
+/// `list`.
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    /// List apps of every namespace
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only apps whose labels match this selector (like app=web,tier!=cache)
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
+
+/// `get`.
+#[derive(Args, Debug, Clone)]
+pub struct GetArgs {
+    /// The app (default: every app of the namespace)
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// Commands that take only a name.
+#[derive(Args, Debug, Clone)]
+pub struct NameArgs {
+    /// Name of the app
+    pub name: String,
+}
+
+/// How long to wait, and whether.
+#[derive(Args, Debug, Clone)]
+pub struct WaitArgs {
+    /// Wait for the result (default: true when stdout is a terminal); --wait=false returns at once
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub wait: Option<bool>,
+    /// Give up waiting after this long (like 90s, 10m, 1h); nothing is rolled back
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// `backup`.
+#[derive(Args, Debug, Clone)]
+pub struct BackupArgs {
+    /// Name of the app
+    pub name: String,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// `restore`.
+#[derive(Args, Debug, Clone)]
+pub struct RestoreArgs {
+    /// Name of the app
+    pub name: String,
+    /// The backup to restore: an id from `kubectl hellostateful backups NAME`, or latest
+    #[arg(long, value_name = "ID|latest", default_value = "latest")]
+    pub from: String,
+    /// Do not ask for confirmation (needed without a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+/// `delete`.
+#[derive(Args, Debug, Clone)]
+pub struct DeleteArgs {
+    /// Name of the app
+    pub name: String,
+    /// Do not ask for confirmation (needed without a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// `logs`.
+#[derive(Args, Debug, Clone)]
+pub struct LogsArgs {
+    /// Name of the app
+    pub name: String,
+    /// Keep printing new lines as they are written
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Lines from the end of the log to print first
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub tail: u32,
+    /// Replica whose log to print (pod NAME-<N>)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub replica: u32,
+}
+
+/// `install`.
+#[derive(Args, Debug, Clone)]
+pub struct InstallArgs {
+    /// Reconciler image (also used by its backup and restore Jobs)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// client (the default when given bare): print the manifests; server: apply with dryRun=All
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "client", default_value = "none")]
+    pub dry_run: DryRun,
+    /// Also wait for the reconciler Deployment to be available
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this long
+    #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// `uninstall`.
+#[derive(Args, Debug, Clone)]
+pub struct UninstallArgs {
+    /// Also delete the CRD, and with it every HelloStateful app in the cluster
+    #[arg(long)]
+    pub include_crd: bool,
+    /// Do not ask for confirmation (needed without a terminal, and always with --include-crd)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".to_string());
+    }
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let mut total = Duration::ZERO;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let value: u64 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is not a duration like 90s, 10m or 1h"))?;
+        number.clear();
+        let unit = match c {
+            'h' => Duration::from_secs(3600),
+            'm' if chars.peek() == Some(&'s') => {
+                chars.next();
+                Duration::from_millis(1)
+            }
+            'm' => Duration::from_secs(60),
+            's' => Duration::from_secs(1),
+            _ => return Err(format!("{text:?} is not a duration like 90s, 10m or 1h")),
+        };
+        total += unit * u32::try_from(value).map_err(|_| format!("{text:?} is too long"))?;
+    }
+    if !number.is_empty() {
+        return Err(format!(
+            "{text:?} is not a duration like 90s, 10m or 1h (a number needs a unit: h, m, s, ms)"
+        ));
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kubectl-hellostateful").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_starts_with_kubectl_hellostateful_and_every_command_has_examples() {
+        let mut command = Cli::command();
+        let help = command.render_help().to_string();
+        assert!(help.contains("Usage: kubectl hellostateful"), "{help}");
+        for sub in Cli::command().get_subcommands() {
+            let examples = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                examples.contains("Examples:"),
+                "{} has no examples",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = parse(&[
+            "list",
+            "-n",
+            "prod",
+            "--context",
+            "kind",
+            "-o",
+            "wide",
+            "-A",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.namespace.as_deref(), Some("prod"));
+        assert_eq!(cli.global.context.as_deref(), Some("kind"));
+        assert_eq!(cli.global.output, Some(OutputFormat::Wide));
+        let Command::List(list) = cli.command else {
+            panic!("not list")
+        };
+        assert!(list.all_namespaces);
+        let cli = parse(&["-n", "x", "--kubeconfig", "/k", "-vv", "version"]).unwrap();
+        assert_eq!(cli.global.verbose, 2);
+        assert_eq!(cli.global.kubeconfig, Some(PathBuf::from("/k")));
+    }
+
+    #[test]
+    fn dry_run_and_wait_take_optional_values() {
+        let cli = parse(&["create", "a", "--dry-run"]).unwrap();
+        let Command::Create(create) = cli.command else {
+            panic!()
+        };
+        assert_eq!(create.dry_run, DryRun::Client);
+        let cli = parse(&["create", "a", "--dry-run=server"]).unwrap();
+        let Command::Create(create) = cli.command else {
+            panic!()
+        };
+        assert_eq!(create.dry_run, DryRun::Server);
+        let cli = parse(&["create", "a"]).unwrap();
+        let Command::Create(create) = cli.command else {
+            panic!()
+        };
+        assert_eq!(create.dry_run, DryRun::None);
+
+        let cli = parse(&["backup", "a", "--wait=false", "--timeout", "30s"]).unwrap();
+        let Command::Backup(backup) = cli.command else {
+            panic!()
+        };
+        assert_eq!(backup.wait.wait, Some(false));
+        assert_eq!(backup.wait.timeout, Duration::from_secs(30));
+        let cli = parse(&["backup", "a", "--wait"]).unwrap();
+        let Command::Backup(backup) = cli.command else {
+            panic!()
+        };
+        assert_eq!(backup.wait.wait, Some(true));
+        assert_eq!(backup.wait.timeout, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn restore_defaults_to_latest_and_describe_is_status() {
+        let cli = parse(&["restore", "a", "-y"]).unwrap();
+        let Command::Restore(restore) = cli.command else {
+            panic!()
+        };
+        assert_eq!(restore.from, "latest");
+        assert!(restore.yes);
+        assert!(matches!(
+            parse(&["describe", "a"]).unwrap().command,
+            Command::Status(_)
+        ));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse(&["create", "a", "--replicas", "21"]).is_err());
+        assert!(parse(&["list", "-o", "xml"]).is_err());
+        assert!(parse(&["backup", "a", "--timeout", "soon"]).is_err());
+        assert!(parse(&["completion", "tcsh"]).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("10").is_ok());
+        assert!(parse_duration("1x").is_err());
+        assert!(parse_duration("1h30").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

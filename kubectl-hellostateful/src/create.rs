@@ -1,0 +1,215 @@
+//! `create NAME`: builds a HelloStateful from flags and creates it (POST semantics).
+
+use hellostateful_api::names::MAX_NAME_LEN;
+use hellostateful_api::{
+    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, Retention, StorageSpec, validate,
+};
+use kube::api::PostParams;
+
+use crate::cli::{CreateArgs, DryRun, OutputFormat};
+use crate::context::Ctx;
+use crate::error::{Action, CliError, explain};
+use crate::get::object_value;
+use crate::output::{to_json, to_yaml};
+use crate::prompt;
+
+/// Checks an app name the way the CRD does, before sending anything.
+pub fn check_name(name: &str) -> Result<(), CliError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(CliError::Usage(format!(
+            "invalid app name {name:?}: it must be at most {MAX_NAME_LEN} lower-case letters, digits and '-', start with a letter and not end with '-' (it names the app's Service and backup CronJob)"
+        )))
+    }
+}
+
+/// The resource the flags describe (schedule already decided).
+pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> HelloStateful {
+    let storage = (args.size.is_some() || args.storage_class.is_some()).then(|| StorageSpec {
+        size: args.size.clone(),
+        storage_class_name: args.storage_class.clone(),
+    });
+    let target =
+        (args.backup_target_host_path.is_some() || args.backup_target_pvc.is_some()).then(|| {
+            BackupTarget {
+                host_path: args.backup_target_host_path.clone(),
+                persistent_volume_claim: args.backup_target_pvc.clone(),
+            }
+        });
+    let retention = args.keep_last.map(|keep_last| Retention {
+        keep_last: Some(keep_last),
+    });
+    let backup = (target.is_some() || retention.is_some()).then_some(BackupSpec {
+        target,
+        retention,
+        suspend: false,
+    });
+    let spec = HelloStatefulSpec {
+        replicas: args.replicas,
+        restore_from_existing: args.restore_from_existing,
+        backup_schedule: schedule,
+        image: args.image.clone(),
+        command: None,
+        mount_path: None,
+        storage,
+        backup,
+    };
+    let mut app = HelloStateful::new(&args.name, spec);
+    app.metadata.namespace = Some(namespace.to_string());
+    app
+}
+
+/// `create`.
+pub async fn create(ctx: &Ctx, args: &CreateArgs) -> Result<String, CliError> {
+    check_name(&args.name)?;
+    let mut schedule = args.schedule.clone().filter(|s| !s.trim().is_empty());
+    if let Some(schedule) = &schedule {
+        validate::schedule(schedule).map_err(|e| CliError::Usage(e.to_string()))?;
+    }
+    if args.schedule.is_none() && ctx.terminal.can_prompt() {
+        let answer = prompt::input(
+            "Backup schedule (cron like */5 * * * * or @hourly; empty for on-demand backups only)",
+            |text| validate::schedule(text).map_err(|e| e.to_string()),
+        )?;
+        schedule = Some(answer).filter(|s| !s.is_empty());
+    }
+    if let Some(path) = &args.backup_target_host_path
+        && (!path.starts_with('/') || path.contains(".."))
+    {
+        return Err(CliError::Usage(format!(
+            "--backup-target-host-path {path:?} must be an absolute path without '..'"
+        )));
+    }
+
+    if args.dry_run == DryRun::Client {
+        let namespace = match &ctx.global.namespace {
+            Some(namespace) => namespace.clone(),
+            None => ctx
+                .connect()
+                .await
+                .map(|k| k.namespace)
+                .unwrap_or_else(|_| "default".into()),
+        };
+        let app = build(args, &namespace, schedule);
+        return print(ctx, &app, "created (dry run)");
+    }
+
+    let kube = ctx.connect().await?;
+    let app = build(args, &kube.namespace, schedule);
+    let params = PostParams {
+        dry_run: args.dry_run == DryRun::Server,
+        field_manager: Some(crate::context::FIELD_MANAGER.to_string()),
+    };
+    let created = kube
+        .apps()
+        .create(&params, &app)
+        .await
+        .map_err(|e| explain(e, &Action::app("create", &kube.namespace, &args.name)))?;
+    if args.dry_run == DryRun::None
+        && let Some(warning) = kube.reconciler().await.not_running_warning()
+    {
+        eprintln!("{} {warning}", ctx.style.warn("Warning:"));
+    }
+    let verb = if args.dry_run == DryRun::Server {
+        "created (server dry run)"
+    } else {
+        "created"
+    };
+    print(ctx, &created, verb)
+}
+
+fn print(ctx: &Ctx, app: &HelloStateful, verb: &str) -> Result<String, CliError> {
+    let name = app.metadata.name.clone().unwrap_or_default();
+    match ctx.global.output {
+        Some(OutputFormat::Json) => to_json(&object_value(app)),
+        Some(OutputFormat::Yaml) => to_yaml(&object_value(app)),
+        _ => Ok(format!(
+            "hellostateful.hello-stateful.example.com/{name} {verb}\n"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> CreateArgs {
+        let cli = Cli::try_parse_from(
+            ["kubectl-hellostateful", "create"]
+                .iter()
+                .chain(extra.iter()),
+        )
+        .unwrap();
+        match cli.command {
+            Command::Create(args) => args,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_seed_app() {
+        let a = args(&[
+            "hello",
+            "--schedule",
+            "*/5 * * * *",
+            "--restore-from-existing",
+        ]);
+        let app = build(&a, "default", a.schedule.clone());
+        assert_eq!(
+            serde_json::to_value(&app).unwrap(),
+            serde_json::json!({
+                "apiVersion": "hello-stateful.example.com/v1alpha1",
+                "kind": "HelloStateful",
+                "metadata": {"name": "hello", "namespace": "default"},
+                "spec": {"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"}
+            })
+        );
+    }
+
+    #[test]
+    fn every_option() {
+        let a = args(&[
+            "web",
+            "--replicas",
+            "3",
+            "--image",
+            "nginx:1",
+            "--size",
+            "5Gi",
+            "--storage-class",
+            "standard",
+            "--keep-last",
+            "3",
+            "--backup-target-pvc",
+            "backups",
+        ]);
+        let app = build(&a, "prod", None);
+        assert_eq!(
+            serde_json::to_value(&app.spec).unwrap(),
+            serde_json::json!({
+                "replicas": 3, "restoreFromExisting": false, "image": "nginx:1",
+                "storage": {"size": "5Gi", "storageClassName": "standard"},
+                "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false}
+            })
+        );
+    }
+
+    #[test]
+    fn names_are_checked_locally() {
+        assert!(check_name("hello").is_ok());
+        assert!(check_name("a-1").is_ok());
+        for bad in ["", "Hello", "1abc", "a_b", "abc-", &"a".repeat(46)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! `logs NAME`: the app's stateful.log, read by exec'ing `tail` in a replica.
+
+use hellostateful_api::defaults::LOG_FILE;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::AttachParams;
+
+use crate::cli::LogsArgs;
+use crate::context::Ctx;
+use crate::error::{Action, CliError, explain};
+
+/// The command run in the app container.
+pub fn tail_command(mount_path: &str, lines: u32, follow: bool) -> Vec<String> {
+    let mut command = vec!["tail".to_string(), "-n".to_string(), lines.to_string()];
+    if follow {
+        command.push("-f".to_string());
+    }
+    command.push(format!("{}/{LOG_FILE}", mount_path.trim_end_matches('/')));
+    command
+}
+
+/// `logs`.
+pub async fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<String, CliError> {
+    let kube = ctx.connect().await?;
+    let app = kube.get_app(&args.name).await?;
+    if i64::from(args.replica) >= i64::from(app.spec.replicas) {
+        return Err(CliError::Usage(format!(
+            "{} has {} replica(s): --replica must be below {}",
+            args.name, app.spec.replicas, app.spec.replicas
+        )));
+    }
+    let pod = format!("{}-{}", args.name, args.replica);
+    let command = tail_command(app.spec.mount_path(), args.tail, args.follow);
+    ctx.debug(
+        1,
+        format!("exec in pod {pod} container app: {}", command.join(" ")),
+    );
+    let pods: Api<Pod> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let params = AttachParams::default()
+        .container("app")
+        .stdin(false)
+        .stdout(true)
+        .stderr(true);
+    let mut process = match pods.exec(&pod, command, &params).await {
+        Ok(process) => process,
+        Err(e) if crate::error::code(&e) == Some(404) => {
+            return Err(CliError::Failed(format!(
+                "pod {pod} of {}/{} does not exist (yet): see `kubectl hellostateful status {} -n {}`",
+                kube.namespace, args.name, args.name, kube.namespace
+            )));
+        }
+        Err(e) => {
+            return Err(explain(
+                e,
+                &Action::new(
+                    "exec into",
+                    format!("pod {pod:?} in namespace {:?}", kube.namespace),
+                ),
+            ));
+        }
+    };
+    let stdout = process.stdout();
+    let stderr = process.stderr();
+    let status = process.take_status();
+    let copy_out = async {
+        if let Some(mut reader) = stdout {
+            let _ = tokio::io::copy(&mut reader, &mut tokio::io::stdout()).await;
+        }
+    };
+    let copy_err = async {
+        if let Some(mut reader) = stderr {
+            let _ = tokio::io::copy(&mut reader, &mut tokio::io::stderr()).await;
+        }
+    };
+    futures::join!(copy_out, copy_err);
+    let outcome = match status {
+        Some(status) => status.await,
+        None => None,
+    };
+    let _ = process.join().await;
+    if let Some(status) = outcome
+        && status.status.as_deref() == Some("Failure")
+    {
+        return Err(CliError::Failed(format!(
+            "reading {}/{LOG_FILE} in pod {pod} failed: {}",
+            app.spec.mount_path(),
+            status.message.unwrap_or_default()
+        )));
+    }
+    Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_command() {
+        assert_eq!(
+            tail_command("/usr/share/hello", 10, false),
+            ["tail", "-n", "10", "/usr/share/hello/stateful.log"]
+        );
+        assert_eq!(
+            tail_command("/data/", 5, true),
+            ["tail", "-n", "5", "-f", "/data/stateful.log"]
+        );
+    }
+}

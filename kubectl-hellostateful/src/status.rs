@@ -1,0 +1,716 @@
+//! `status NAME` (`describe`): the app, its children and their health, conditions, backups,
+//! requests in flight, and recent events.
+
+use chrono::{DateTime, Utc};
+use hellostateful_api::{HelloStateful, RequestPhase, RequestStatus, ResolvedTarget, names};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::cli::OutputFormat;
+use crate::context::{Ctx, Kube};
+use crate::get::{created_age, object_value};
+use crate::output::{Style, age, age_of, human_bytes, human_millis, table, to_json, to_yaml};
+
+/// Everything `status` shows, read from the cluster.
+#[derive(Default)]
+pub struct View {
+    pub namespace: String,
+    pub app: Option<HelloStateful>,
+    pub statefulset: Option<StatefulSet>,
+    pub pods: Vec<Pod>,
+    pub claims: Vec<(String, Option<PersistentVolumeClaim>)>,
+    pub cronjob: Option<CronJob>,
+    pub jobs: Vec<Job>,
+    pub events: Vec<Event>,
+    /// Things that could not be read (shown, not fatal).
+    pub problems: Vec<String>,
+}
+
+/// `status`.
+pub async fn status(ctx: &Ctx, name: &str) -> Result<String, CliError> {
+    let kube = ctx.connect().await?;
+    let app = kube.get_app(name).await?;
+    if matches!(ctx.output(), OutputFormat::Json | OutputFormat::Yaml) {
+        let value = object_value(&app);
+        return if ctx.output() == OutputFormat::Json {
+            to_json(&value)
+        } else {
+            to_yaml(&value)
+        };
+    }
+    let view = gather(&kube, app).await;
+    Ok(render(&view, Utc::now(), ctx.style))
+}
+
+use crate::error::CliError;
+
+async fn gather(kube: &Kube, app: HelloStateful) -> View {
+    let name = app.name_any();
+    let ns = kube.namespace.clone();
+    let client = kube.client.clone();
+    let mut problems = Vec::new();
+    let mut note =
+        |what: &str, error: kube::Error| problems.push(format!("cannot read {what}: {error}"));
+
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let cron_api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+    let job_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let event_api: Api<Event> = Api::namespaced(client.clone(), &ns);
+
+    let mut claim_names: Vec<String> = app
+        .status
+        .as_ref()
+        .map(|s| s.backend_volumes.clone())
+        .unwrap_or_default();
+    for ordinal in 0..app.spec.replicas {
+        let claim = names::claim(&name, ordinal);
+        if !claim_names.contains(&claim) {
+            claim_names.push(claim);
+        }
+    }
+    let instance = format!(
+        "app.kubernetes.io/instance={name},app.kubernetes.io/name={}",
+        names::APP_NAME
+    );
+    let events_selector = format!("involvedObject.name={name},involvedObject.kind=HelloStateful");
+    let sts_name = names::statefulset(&name);
+    let pods_params = ListParams::default().labels(&names::selector_string(&name));
+    let cron_name = names::cronjob(&name);
+    let jobs_params = ListParams::default().labels(&instance);
+    let events_params = ListParams::default().fields(&events_selector);
+    let (sts, pods, cron, jobs, events) = futures::join!(
+        sts_api.get_opt(&sts_name),
+        pod_api.list(&pods_params),
+        cron_api.get_opt(&cron_name),
+        job_api.list(&jobs_params),
+        event_api.list(&events_params),
+    );
+    let claims = futures::future::join_all(claim_names.iter().map(|c| pvc_api.get_opt(c))).await;
+
+    let statefulset = sts.unwrap_or_else(|e| {
+        note("the StatefulSet", e);
+        None
+    });
+    let mut pods = pods.map(|l| l.items).unwrap_or_else(|e| {
+        note("the pods", e);
+        Vec::new()
+    });
+    pods.sort_by_key(|p| p.name_any());
+    let cronjob = cron.unwrap_or_else(|e| {
+        note("the CronJob", e);
+        None
+    });
+    let mut jobs = jobs.map(|l| l.items).unwrap_or_else(|e| {
+        note("the Jobs", e);
+        Vec::new()
+    });
+    jobs.sort_by_key(|j| j.metadata.creation_timestamp.clone());
+    let mut events = events.map(|l| l.items).unwrap_or_else(|e| {
+        note("the events", e);
+        Vec::new()
+    });
+    events.sort_by_key(event_time);
+    let claims = claim_names
+        .into_iter()
+        .zip(claims)
+        .map(|(claim, result)| {
+            let found = result.unwrap_or_else(|e| {
+                note(&format!("claim {claim}"), e);
+                None
+            });
+            (claim, found)
+        })
+        .collect();
+    View {
+        namespace: ns,
+        app: Some(app),
+        statefulset,
+        pods,
+        claims,
+        cronjob,
+        jobs,
+        events,
+        problems,
+    }
+}
+
+fn event_time(event: &Event) -> Option<DateTime<Utc>> {
+    event
+        .last_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| event.event_time.as_ref().map(|t| t.0))
+        .or_else(|| event.first_timestamp.as_ref().map(|t| t.0))
+        .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .map(|t| DateTime::<Utc>::from_timestamp(t.as_second(), 0).unwrap_or_default())
+}
+
+fn ts_age(
+    now: DateTime<Utc>,
+    t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> String {
+    t.map_or("<unknown>".to_string(), |t| age_of(now, &t.0.to_string()))
+}
+
+fn phase_text(phase: RequestPhase, style: Style) -> String {
+    let text = format!("{phase:?}");
+    match phase {
+        RequestPhase::Succeeded => style.good(text),
+        RequestPhase::Failed => style.bad(text),
+        RequestPhase::Pending | RequestPhase::Running => style.warn(text),
+    }
+}
+
+fn request_line(request: &RequestStatus, style: Style) -> String {
+    let mut line = format!(
+        "{} (token {})",
+        phase_text(request.phase, style),
+        request.token
+    );
+    if let Some(id) = &request.backup_id {
+        line.push_str(&format!(", backup {id}"));
+    }
+    if let Some(job) = &request.job {
+        line.push_str(&format!(", job {job}"));
+    }
+    if let Some(message) = &request.message {
+        line.push_str(&format!(": {message}"));
+    }
+    line
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// The report, as text.
+pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
+    let Some(app) = &view.app else {
+        return String::new();
+    };
+    let status = app.status.clone().unwrap_or_default();
+    let name = app.name_any();
+    let mut out = String::new();
+    let mut field = |label: &str, value: String| {
+        out.push_str(&format!("{:<19}{value}\n", format!("{label}:")));
+    };
+    field("Name", style.bold(&name));
+    field("Namespace", view.namespace.clone());
+    field("Age", created_age(app, now));
+    let ready_text = format!("{}/{} ready", status.ready_replicas, app.spec.replicas);
+    field(
+        "Replicas",
+        if status.ready_replicas >= app.spec.replicas {
+            style.good(ready_text)
+        } else {
+            style.warn(ready_text)
+        },
+    );
+    field("Image", app.spec.image().to_string());
+    field("Mount path", app.spec.mount_path().to_string());
+    field(
+        "Storage",
+        match app.spec.storage_class() {
+            Some(class) => format!(
+                "{} per replica, StorageClass {class}",
+                app.spec.storage_size()
+            ),
+            None => format!(
+                "{} per replica, static hostPath volumes{}",
+                app.spec.storage_size(),
+                status
+                    .node_name
+                    .as_ref()
+                    .map(|n| format!(" on node {n}"))
+                    .unwrap_or_default()
+            ),
+        },
+    );
+    field(
+        "Schedule",
+        match &app.spec.backup_schedule {
+            Some(s) if app.spec.backups_suspended() => format!("{s} {}", style.warn("(suspended)")),
+            Some(s) => s.clone(),
+            None => "<none> (on-demand backups only)".to_string(),
+        },
+    );
+    field(
+        "Backup target",
+        format!(
+            "{}, keep last {}",
+            match app.spec.backup_target() {
+                ResolvedTarget::HostPath(path) => format!(
+                    "node directory {path}/{}/{name}{}",
+                    view.namespace,
+                    status
+                        .node_name
+                        .as_ref()
+                        .map(|n| format!(" on {n}"))
+                        .unwrap_or_default()
+                ),
+                ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {claim}"),
+            },
+            app.spec.keep_last()
+        ),
+    );
+    field(
+        "Restore on create",
+        app.spec.restore_from_existing.to_string(),
+    );
+    field("Restored", status.is_restored.to_string());
+    if let (Some(observed), Some(generation)) =
+        (status.observed_generation, app.metadata.generation)
+        && observed < generation
+    {
+        field(
+            "Observed",
+            style.warn(format!(
+                "generation {observed} of {generation} (the reconciler has not caught up)"
+            )),
+        );
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("Last backup:")));
+    match &status.last_backup {
+        Some(b) => out.push_str(&format!(
+            "  {} at {} ({} ago): {} in {} files, {} new, took {}{}\n",
+            b.id,
+            b.time,
+            age_of(now, &b.time),
+            human_bytes(b.bytes),
+            b.files,
+            human_bytes(b.new_bytes),
+            human_millis(b.duration_ms),
+            b.job
+                .as_ref()
+                .map(|j| format!(", job {j}"))
+                .unwrap_or_default()
+        )),
+        None => out.push_str("  <none>\n"),
+    }
+    let mut requests = Vec::new();
+    if let Some(r) = &status.backup_request {
+        requests.push(format!("  Backup:   {}\n", request_line(r, style)));
+    }
+    if let Some(r) = &status.restore_request {
+        requests.push(format!("  Restore:  {}\n", request_line(r, style)));
+    }
+    for (key, acknowledged, kind) in [
+        (
+            names::BACKUP_REQUESTED,
+            status.backup_request.as_ref(),
+            "backup",
+        ),
+        (
+            names::RESTORE_REQUESTED,
+            status.restore_request.as_ref(),
+            "restore",
+        ),
+    ] {
+        if let Some(token) = app.annotations().get(key)
+            && Some(token) != acknowledged.map(|r| &r.token)
+        {
+            requests.push(format!(
+                "  {} {kind} request {token} not yet acknowledged by the reconciler\n",
+                style.warn("!")
+            ));
+        }
+    }
+    if !requests.is_empty() {
+        out.push_str(&format!("\n{}\n", style.bold("Requests:")));
+        out.push_str(&requests.concat());
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("Conditions:")));
+    if status.conditions.is_empty() {
+        out.push_str("  <none>\n");
+    } else {
+        let rows: Vec<Vec<String>> = status
+            .conditions
+            .iter()
+            .map(|c| {
+                let healthy = match c.type_.as_str() {
+                    "BackupFailed" | "Restoring" | "BackingUp" => c.status != "True",
+                    _ => c.status == "True",
+                };
+                vec![
+                    c.type_.clone(),
+                    if healthy {
+                        style.good(&c.status)
+                    } else {
+                        style.warn(&c.status)
+                    },
+                    c.reason.clone(),
+                    age_of(now, &c.last_transition_time.0.to_string()),
+                    c.message.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&indent(&table(
+            &["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+            &rows,
+        )));
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("StatefulSet:")));
+    match &view.statefulset {
+        Some(sts) => {
+            let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+            let ready = sts
+                .status
+                .as_ref()
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0);
+            let text = format!("{}: {ready}/{desired} ready", sts.name_any());
+            out.push_str(&format!(
+                "  {}\n",
+                if ready >= desired {
+                    style.good(text)
+                } else {
+                    style.warn(text)
+                }
+            ));
+        }
+        None => out.push_str(&format!("  {}\n", style.warn(format!("{name}: not found")))),
+    }
+    if !view.pods.is_empty() {
+        let rows: Vec<Vec<String>> = view
+            .pods
+            .iter()
+            .map(|pod| {
+                let st = pod.status.clone().unwrap_or_default();
+                let containers = st.container_statuses.unwrap_or_default();
+                let ready = containers.iter().filter(|c| c.ready).count();
+                let restarts: i32 = containers.iter().map(|c| c.restart_count).sum();
+                let phase = st.phase.unwrap_or_else(|| "Unknown".into());
+                let waiting = containers
+                    .iter()
+                    .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+                let shown = waiting.unwrap_or(phase.clone());
+                vec![
+                    pod.name_any(),
+                    if phase == "Running" && ready == containers.len() {
+                        style.good(&shown)
+                    } else {
+                        style.warn(&shown)
+                    },
+                    format!("{ready}/{}", containers.len()),
+                    restarts.to_string(),
+                    pod.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .unwrap_or_else(|| "<none>".into()),
+                    ts_age(now, pod.metadata.creation_timestamp.as_ref()),
+                ]
+            })
+            .collect();
+        out.push_str(&indent(&table(
+            &["POD", "STATUS", "READY", "RESTARTS", "NODE", "AGE"],
+            &rows,
+        )));
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("Volumes:")));
+    if view.claims.is_empty() {
+        out.push_str("  <none>\n");
+    } else {
+        let rows: Vec<Vec<String>> = view
+            .claims
+            .iter()
+            .map(|(claim, pvc)| match pvc {
+                Some(pvc) => {
+                    let phase = pvc
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.clone())
+                        .unwrap_or_else(|| "Unknown".into());
+                    let capacity = pvc
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.capacity.as_ref())
+                        .and_then(|c| c.get("storage"))
+                        .map(|q| q.0.clone())
+                        .unwrap_or_else(|| "<none>".into());
+                    vec![
+                        claim.clone(),
+                        if phase == "Bound" {
+                            style.good(&phase)
+                        } else {
+                            style.warn(&phase)
+                        },
+                        pvc.spec
+                            .as_ref()
+                            .and_then(|s| s.volume_name.clone())
+                            .unwrap_or_else(|| "<none>".into()),
+                        capacity,
+                    ]
+                }
+                None => vec![
+                    claim.clone(),
+                    style.warn("Missing"),
+                    "<none>".into(),
+                    "<none>".into(),
+                ],
+            })
+            .collect();
+        out.push_str(&indent(&table(
+            &["CLAIM", "STATUS", "VOLUME", "CAPACITY"],
+            &rows,
+        )));
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("Backups:")));
+    match &view.cronjob {
+        Some(cron) => {
+            let spec = cron.spec.clone().unwrap_or_default();
+            let st = cron.status.clone().unwrap_or_default();
+            out.push_str(&format!(
+                "  CronJob {}: schedule {}{}, last scheduled {}, last successful {}\n",
+                cron.name_any(),
+                spec.schedule,
+                if spec.suspend == Some(true) {
+                    format!(" {}", style.warn("(suspended)"))
+                } else {
+                    String::new()
+                },
+                st.last_schedule_time
+                    .as_ref()
+                    .map_or("never".to_string(), |t| format!(
+                        "{} ago",
+                        age_of(now, &t.0.to_string())
+                    )),
+                st.last_successful_time
+                    .as_ref()
+                    .map_or("never".to_string(), |t| format!(
+                        "{} ago",
+                        age_of(now, &t.0.to_string())
+                    )),
+            ));
+        }
+        None if app.spec.backup_schedule.is_some() => out.push_str(&format!(
+            "  {}\n",
+            style.warn(format!("CronJob {}: not found", names::cronjob(&name)))
+        )),
+        None => out.push_str("  No CronJob (no schedule)\n"),
+    }
+    let jobs: Vec<Vec<String>> = view
+        .jobs
+        .iter()
+        .rev()
+        .take(5)
+        .map(|job| {
+            let st = job.status.clone().unwrap_or_default();
+            let state = if st.active.unwrap_or(0) > 0 {
+                style.warn("Running")
+            } else if st.succeeded.unwrap_or(0) > 0 {
+                style.good("Succeeded")
+            } else if st.failed.unwrap_or(0) > 0 {
+                style.bad("Failed")
+            } else {
+                "Pending".to_string()
+            };
+            vec![
+                job.name_any(),
+                job.labels()
+                    .get("app.kubernetes.io/component")
+                    .cloned()
+                    .unwrap_or_default(),
+                state,
+                ts_age(now, job.metadata.creation_timestamp.as_ref()),
+            ]
+        })
+        .collect();
+    if !jobs.is_empty() {
+        out.push_str(&indent(&table(&["JOB", "KIND", "STATUS", "AGE"], &jobs)));
+    }
+
+    out.push_str(&format!("\n{}\n", style.bold("Events:")));
+    if view.events.is_empty() {
+        out.push_str("  <none>\n");
+    } else {
+        let skip = view.events.len().saturating_sub(10);
+        let rows: Vec<Vec<String>> = view
+            .events
+            .iter()
+            .skip(skip)
+            .map(|e| {
+                let kind = e.type_.clone().unwrap_or_default();
+                vec![
+                    event_time(e).map_or("<unknown>".into(), |t| age(now, t)),
+                    if kind == "Warning" {
+                        style.warn(&kind)
+                    } else {
+                        kind
+                    },
+                    e.reason.clone().unwrap_or_default(),
+                    e.message.clone().unwrap_or_default().trim().to_string(),
+                ]
+            })
+            .collect();
+        out.push_str(&indent(&table(
+            &["AGE", "TYPE", "REASON", "MESSAGE"],
+            &rows,
+        )));
+    }
+    for problem in &view.problems {
+        out.push_str(&format!("{} {problem}\n", style.warn("Warning:")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::get::tests::{app, now};
+    use k8s_openapi::api::core::v1::{
+        ContainerStatus, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn time(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn status_snapshot() {
+        let mut hello = app("default", "hello", 1, 1);
+        let status = hello.status.as_mut().unwrap();
+        status.conditions = vec![Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "AllReplicasReady".into(),
+            message: "1/1 replicas ready".into(),
+            last_transition_time: time("2026-11-29T12:01:00Z"),
+            observed_generation: Some(1),
+        }];
+        status.backup_request = Some(RequestStatus {
+            token: "2026-11-29T14:55:00.000001Z".into(),
+            phase: RequestPhase::Succeeded,
+            job: Some("backup-hello-1a2b3c4d".into()),
+            backup_id: Some("20261129T145500Z".into()),
+            message: None,
+        });
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("hello-0".into());
+        pod.metadata.creation_timestamp = Some(time("2026-11-29T12:00:30Z"));
+        pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: Some("node-1".into()),
+            ..Default::default()
+        });
+        pod.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "app".into(),
+                ready: true,
+                restart_count: 0,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        let mut sts = StatefulSet::default();
+        sts.metadata.name = Some("hello".into());
+        sts.spec = Some(k8s_openapi::api::apps::v1::StatefulSetSpec {
+            replicas: Some(1),
+            ..Default::default()
+        });
+        sts.status = Some(k8s_openapi::api::apps::v1::StatefulSetStatus {
+            ready_replicas: Some(1),
+            ..Default::default()
+        });
+        let pvc = PersistentVolumeClaim {
+            spec: Some(PersistentVolumeClaimSpec {
+                volume_name: Some("hellostateful-default-hello-0".into()),
+                ..Default::default()
+            }),
+            status: Some(PersistentVolumeClaimStatus {
+                phase: Some("Bound".into()),
+                capacity: Some(
+                    [(
+                        "storage".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into()),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut cron = CronJob::default();
+        cron.metadata.name = Some("backup-hello".into());
+        cron.spec = Some(k8s_openapi::api::batch::v1::CronJobSpec {
+            schedule: "*/5 * * * *".into(),
+            ..Default::default()
+        });
+        cron.status = Some(k8s_openapi::api::batch::v1::CronJobStatus {
+            last_schedule_time: Some(time("2026-11-29T14:55:00Z")),
+            last_successful_time: Some(time("2026-11-29T14:55:03Z")),
+            ..Default::default()
+        });
+        let event = Event {
+            type_: Some("Normal".into()),
+            reason: Some("BackupSucceeded".into()),
+            message: Some("backup 20261129T145500Z: 2KiB in 1 files".into()),
+            last_timestamp: Some(time("2026-11-29T14:55:03Z")),
+            ..Default::default()
+        };
+        let view = View {
+            namespace: "default".into(),
+            app: Some(hello),
+            statefulset: Some(sts),
+            pods: vec![pod],
+            claims: vec![("data-hello-0".into(), Some(pvc))],
+            cronjob: Some(cron),
+            jobs: vec![],
+            events: vec![event],
+            problems: vec![],
+        };
+        let text = render(&view, now(), Style::PLAIN);
+        assert_eq!(
+            text,
+            "\
+Name:              hello
+Namespace:         default
+Age:               3h
+Replicas:          1/1 ready
+Image:             busybox:1.36
+Mount path:        /usr/share/hello
+Storage:           1Gi per replica, static hostPath volumes on node node-1
+Schedule:          */5 * * * *
+Backup target:     node directory /tmp/backup/default/hello on node-1, keep last 10
+Restore on create: true
+Restored:          false
+
+Last backup:
+  20261129T145500Z at 2026-11-29T14:55:02Z (4m58s ago): 2KiB in 1 files, 100B new, took 120ms, job backup-hello-29376120
+
+Requests:
+  Backup:   Succeeded (token 2026-11-29T14:55:00.000001Z), backup 20261129T145500Z, job backup-hello-1a2b3c4d
+
+Conditions:
+  TYPE    STATUS   REASON             AGE    MESSAGE
+  Ready   True     AllReplicasReady   179m   1/1 replicas ready
+
+StatefulSet:
+  hello: 1/1 ready
+  POD       STATUS    READY   RESTARTS   NODE     AGE
+  hello-0   Running   1/1     0          node-1   179m
+
+Volumes:
+  CLAIM          STATUS   VOLUME                          CAPACITY
+  data-hello-0   Bound    hellostateful-default-hello-0   1Gi
+
+Backups:
+  CronJob backup-hello: schedule */5 * * * *, last scheduled 5m ago, last successful 4m57s ago
+
+Events:
+  AGE     TYPE     REASON            MESSAGE
+  4m57s   Normal   BackupSucceeded   backup 20261129T145500Z: 2KiB in 1 files
+"
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The binary against a fake API server, without a terminal: outputs, exit codes, and no
+//! prompt ever.
+
+mod fake_api;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_api::{Behaviour, FakeApi, refusing_kubeconfig};
+
+fn plugin(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-hellostateful"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the plugin")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn healthy() -> FakeApi {
+    FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Succeeded"),
+    })
+}
+
+#[test]
+fn list_prints_a_table_without_colour() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("NAME    READY   REPLICAS   SCHEDULE      LAST BACKUP   RESTORED   AGE")
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("hello   1/1     1          */5 * * * *")
+    );
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "colour without a terminal: {stdout:?}"
+    );
+}
+
+#[test]
+fn json_and_yaml_and_name_outputs_parse() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["list", "-o", "json"]);
+    assert!(out.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"][0]["kind"], "HelloStateful");
+    let out = plugin(&api.kubeconfig, &["get", "hello", "-o", "json"]);
+    let one: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(one["metadata"]["name"], "hello");
+    let out = plugin(&api.kubeconfig, &["get", "hello", "-o", "yaml"]);
+    assert!(text(&out.stdout).contains("kind: HelloStateful"));
+    let out = plugin(&api.kubeconfig, &["get", "-o", "name"]);
+    assert_eq!(
+        text(&out.stdout),
+        "hellostateful.hello-stateful.example.com/hello\nhellostateful.hello-stateful.example.com/web\n"
+    );
+}
+
+#[test]
+fn a_missing_app_lists_what_exists() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["get", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "error: hellostateful \"nope\" not found in namespace \"default\"; apps in it: hello, web"
+    );
+}
+
+#[test]
+fn a_missing_crd_says_how_to_install() {
+    let api = FakeApi::start(Behaviour {
+        crd: false,
+        ack_phase: None,
+    });
+    for args in [
+        &["list"][..],
+        &["status", "hello"],
+        &["backup", "hello", "--wait=false"],
+    ] {
+        let out = plugin(&api.kubeconfig, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("the HelloStateful CRD is not installed in this cluster: run `kubectl hellostateful install`"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn backup_waits_for_the_acknowledgement_and_prints_the_id() {
+    let api = healthy();
+    let out = plugin(
+        &api.kubeconfig,
+        &["backup", "hello", "--wait", "--timeout", "20s"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("backup id 20261129T150000Z"),
+        "{}",
+        text(&out.stdout)
+    );
+    let patches: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.0 == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&patches[0].2).unwrap();
+    let token = body["metadata"]["annotations"]["hello-stateful.example.com/backup-requested"]
+        .as_str()
+        .unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(token).is_ok(),
+        "{token}"
+    );
+}
+
+#[test]
+fn a_failed_backup_exits_1_with_the_reason() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Failed"),
+    });
+    let out = plugin(&api.kubeconfig, &["backup", "hello", "--wait"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("backup of default/hello failed: disk full"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_timeout_says_what_state_was_left() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Running"),
+    });
+    let out = plugin(
+        &api.kubeconfig,
+        &["backup", "hello", "--wait", "--timeout", "2s"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("timed out waiting for the backup of default/hello: it was last Running"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Nothing is rolled back"), "{stderr}");
+}
+
+#[test]
+fn without_a_terminal_backup_does_not_wait() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let out = plugin(&api.kubeconfig, &["backup", "hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("Backup of default/hello requested (token "));
+}
+
+#[test]
+fn restore_with_yes_sends_one_patch_with_both_annotations() {
+    let api = healthy();
+    let out = plugin(
+        &api.kubeconfig,
+        &[
+            "restore",
+            "hello",
+            "--from",
+            "20261129T145500Z",
+            "--yes",
+            "--wait",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("restored from backup 20261129T145500Z"));
+    let patches: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.0 == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(&patches[0].2).unwrap();
+    let annotations = &body["metadata"]["annotations"];
+    assert_eq!(
+        annotations["hello-stateful.example.com/restore-from"],
+        "20261129T145500Z"
+    );
+    assert!(annotations["hello-stateful.example.com/restore-requested"].is_string());
+}
+
+#[test]
+fn destructive_commands_refuse_without_a_terminal_or_yes() {
+    let refusing = refusing_kubeconfig();
+    for (args, message) in [
+        (
+            &["restore", "hello"][..],
+            "refusing to restore hello without confirmation: stdin is not a terminal; pass --yes",
+        ),
+        (
+            &["delete", "hello"][..],
+            "refusing to delete hello without confirmation: stdin is not a terminal; pass --yes",
+        ),
+        (
+            &["uninstall"][..],
+            "refusing to uninstall without confirmation",
+        ),
+        (&["uninstall", "--include-crd"][..], "pass --yes as well"),
+    ] {
+        let started = Instant::now();
+        let out = plugin(&refusing, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(message),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{args:?} was slow"
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_refused_before_contacting_the_cluster() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(
+        &refusing,
+        &["create", "hello", "--schedule", "every minute"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not a valid cron schedule"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = plugin(
+        &refusing,
+        &["create", "Hello_World", "--schedule", "@hourly"],
+    );
+    assert!(
+        text(&out.stderr).contains("invalid app name"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = plugin(
+        &refusing,
+        &["restore", "hello", "--from", "../etc", "--yes"],
+    );
+    assert!(
+        text(&out.stderr).contains("is not a backup id"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn create_client_dry_run_prints_the_object_without_prompting() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(
+        &refusing,
+        &[
+            "create",
+            "hello",
+            "-n",
+            "default",
+            "--dry-run=client",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let object: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(object["metadata"]["namespace"], "default");
+    assert_eq!(object["spec"]["replicas"], 1);
+    assert!(object["spec"].get("backupSchedule").is_none());
+}
+
+#[test]
+fn an_unreachable_cluster_is_a_clear_error() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(&refusing, &["list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("error: cannot list hellostatefuls in namespace \"default\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn version_and_completion_work() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["version"]);
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "Plugin:     kubectl-hellostateful {}\nReconciler: 0.1.0 (image hellostateful-reconciler:0.1.0)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    let out = plugin(&api.kubeconfig, &["completion", "bash"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("kubectl-hellostateful"));
+}

@@ -1,0 +1,119 @@
+//! Terminal behaviour through a pseudo-terminal: prompts appear on a terminal.
+
+mod fake_api;
+
+use std::process::Command;
+
+use fake_api::{Behaviour, FakeApi};
+use rexpect::session::spawn_command;
+
+fn command(kubeconfig: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-hellostateful"));
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm");
+    command
+}
+
+/// Answers a yes/no question once it waits for a key (in raw mode: a key typed before that
+/// would be flushed away).
+fn answer(session: &mut rexpect::session::PtySession, key: &str) {
+    session.exp_string("[y/N]").expect("the yes/no prompt");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    session.send(key).expect("answer");
+    session.flush().expect("flush");
+}
+
+#[test]
+fn restore_asks_what_will_be_overwritten_and_no_changes_nothing() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Succeeded"),
+    });
+    let mut session = spawn_command(
+        command(&api.kubeconfig, &["restore", "hello"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    session
+        .exp_string("Restore default/hello from the newest backup (in node directory /tmp/backup)?")
+        .expect("the question");
+    session
+        .exp_string("This overwrites all data on the volumes data-hello-0 of its 1 replica(s).")
+        .expect("what is overwritten");
+    session
+        .exp_string("stopped while the data is restored")
+        .expect("stopped");
+    answer(&mut session, "n");
+    session
+        .exp_string("restore cancelled: nothing was changed")
+        .expect("cancelled");
+    session.exp_eof().expect("exit");
+    assert!(
+        api.requests().iter().all(|r| r.0 != "PATCH"),
+        "a patch was sent"
+    );
+}
+
+#[test]
+fn restore_yes_on_a_terminal_restores() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Succeeded"),
+    });
+    let mut session = spawn_command(
+        command(&api.kubeconfig, &["restore", "hello"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    answer(&mut session, "y");
+    session
+        .exp_string("restored from backup 20261129T145500Z")
+        .expect("restored");
+    session.exp_eof().expect("exit");
+    assert_eq!(api.requests().iter().filter(|r| r.0 == "PATCH").count(), 1);
+}
+
+#[test]
+fn create_asks_for_a_schedule_on_a_terminal() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let mut session = spawn_command(
+        command(
+            &api.kubeconfig,
+            &["create", "demo", "--dry-run=client", "-o", "json"],
+        ),
+        Some(15_000),
+    )
+    .expect("spawn");
+    session.exp_string("Backup schedule").expect("the prompt");
+    session.send_line("*/10 * * * *").expect("answer");
+    session
+        .exp_string("\"backupSchedule\": \"*/10 * * * *\"")
+        .expect("the schedule is used");
+    session.exp_eof().expect("exit");
+}
+
+#[test]
+fn delete_asks_and_says_backups_are_kept() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let mut session =
+        spawn_command(command(&api.kubeconfig, &["delete", "hello"]), Some(15_000)).expect("spawn");
+    session
+        .exp_string(
+            "Its backups are kept in node directory /tmp/backup/default/hello on node node-1.",
+        )
+        .expect("the question");
+    answer(&mut session, "n");
+    session.exp_string("delete cancelled").expect("cancelled");
+    session.exp_eof().expect("exit");
+}
