@@ -84,3 +84,17 @@ on_fail() { dump_debug "$1"; kubectl -n "$RECONCILER_NS" logs deploy/hellostatef
 
 # metric_above NAME VALUE: the reconciler's counter NAME is above VALUE.
 metric_above() { (( $(reconciler_metric "$1") > $2 )); }
+
+# has_event NS REASON: an event with REASON exists in NS. (Output is captured first: under
+# pipefail, `kubectl ... | grep -q` can fail when grep exits before kubectl.)
+has_event() { [[ -n $(kubectl -n "$1" get events --field-selector "reason=$2" -o name 2>/dev/null) ]]; }
+
+# status_contains NS NAME JSONPATH TEXT: a status field contains TEXT (case-insensitive).
+status_contains() {
+  local value
+  value=$(jp "$1" "$2" "$3")
+  [[ ${value,,} == *"${4,,}"* ]] || { echo "$3 = '$value' lacks '$4'"; return 1; }
+}
+
+# has_job NS COMPONENT: a Job of that component exists.
+has_job() { [[ -n $(kubectl -n "$1" get jobs -l "app.kubernetes.io/component=$2" -o name 2>/dev/null) ]]; }

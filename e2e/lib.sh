@@ -42,7 +42,8 @@ run_test() {
   local t0 rc
   t0=$(_e2e_now)
   echo "=== RUN   $name"
-  (set -e; "$@")
+  # errtrace makes the ERR trap name the failing command inside test functions too.
+  (set -eE; trap 'echo "  failed: ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND" >&2' ERR; "$@")
   rc=$?
   if ((rc == 0)); then
     _E2E_PASSED=$((_E2E_PASSED + 1))

@@ -135,7 +135,7 @@ test_restore_survives_reconciler_kills() {
   for wanted in scaled-down job-running; do
     case $wanted in
       scaled-down) wait_for "scale-down" 60 bash -c "[[ \$(kubectl -n '$ns' get statefulset crash -o jsonpath='{.spec.replicas}') == 0 ]]" ;;
-      job-running) wait_for "restore Job exists" 60 bash -c "kubectl -n '$ns' get jobs -l app.kubernetes.io/component=restore -o name | grep -q ." ;;
+      job-running) wait_for "restore Job exists" 60 has_job "$ns" restore ;;
     esac
     kubectl -n "$RECONCILER_NS" delete pod -l app.kubernetes.io/component=reconciler --grace-period=0 --force >/dev/null 2>&1
     killed=$((killed + 1))
@@ -161,8 +161,8 @@ test_full_backup_target_fails_cleanly() {
   first=$(jp "$ns" full '{.status.backupRequest.backupId}')
   kubectl -n "$ns" exec full-0 -c app -- dd if=/dev/urandom of=/usr/share/hello/big bs=1024 count=1024 2>/dev/null
   [[ $(request "$ns" full backup) == Failed ]]
-  jp "$ns" full '{.status.backupRequest.message}' | grep -qi "space" || { jp "$ns" full '{.status.backupRequest}'; return 1; }
-  kubectl -n "$ns" get events --field-selector reason=BackupFailed -o name | grep -q .
+  status_contains "$ns" full '{.status.backupRequest.message}' "space"
+  has_event "$ns" BackupFailed
   [[ $(jp "$ns" full '{.status.conditions[?(@.type=="BackupFailed")].status}') == True ]]
   # The earlier backup is intact and nothing half-written is visible.
   [[ $(ls "$target/$ns/full") == "$first" ]] || { ls -la "$target/$ns/full"; return 1; }
@@ -184,7 +184,7 @@ test_corrupted_backup_is_refused_before_live_data_is_touched() {
   echo tampered >>"$BACKUP_ROOT/$ns/bad/$id/0/keep"
   kubectl -n "$ns" exec bad-0 -c app -- sh -c 'echo newer > /usr/share/hello/keep'
   [[ $(request "$ns" bad restore "hello-stateful.example.com/restore-from=$id") == Failed ]]
-  jp "$ns" bad '{.status.restoreRequest.message}' | grep -q "keep" || { jp "$ns" bad '{.status.restoreRequest}'; return 1; }
+  status_contains "$ns" bad '{.status.restoreRequest.message}' "keep"
   [[ $(cat "$HOSTPATH_ROOT/$ns/bad/0/keep") == newer ]]
   wait_for "app back after the refused restore" 120 app_ready "$ns" bad
 }
@@ -196,16 +196,16 @@ test_bad_annotations_are_reported_and_nothing_restarts() {
   app_yaml odd '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" odd || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" odd restore "hello-stateful.example.com/restore-from=../../etc") == Failed ]]
-  jp "$ns" odd '{.status.restoreRequest.message}' | grep -q "not a backup id"
+  status_contains "$ns" odd '{.status.restoreRequest.message}' "not a backup id"
   [[ $(request "$ns" odd restore "hello-stateful.example.com/restore-from=20990101T000000Z") == Failed ]]
-  jp "$ns" odd '{.status.restoreRequest.message}' | grep -q "20990101T000000Z"
+  status_contains "$ns" odd '{.status.restoreRequest.message}' "20990101T000000Z"
   wait_for "app back" 120 app_ready "$ns" odd
   [[ $(reconciler_restarts) == 0 ]]
 }
 
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
-  for denied in "get secrets" "list secrets" "create pods" "delete statefulsets" "delete namespaces" "create clusterroles" "delete jobs"; do
+  for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs"; do
     [[ $(kubectl auth can-i $denied -A --as="$sa" 2>/dev/null) == no ]] || { echo "reconciler may $denied"; return 1; }
   done
   for allowed in "patch statefulsets" "create jobs" "list pods" "patch persistentvolumes"; do

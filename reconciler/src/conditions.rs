@@ -35,6 +35,11 @@ impl<'a> Conditions<'a> {
             .any(|c| c.type_ == kind && c.status == "True")
     }
 
+    /// Whether condition `kind` is present.
+    pub fn has(&self, kind: &str) -> bool {
+        self.list.iter().any(|c| c.type_ == kind)
+    }
+
     /// Sets condition `kind`; returns true when its status, reason or message changed (the
     /// moment to publish an event).
     pub fn set(&mut self, kind: &str, status: bool, reason: &str, message: &str) -> bool {

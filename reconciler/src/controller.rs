@@ -42,6 +42,8 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
 /// case no watch event arrives.
 const WAIT: Duration = Duration::from_secs(3);
+/// How long deletion waits for the app's pods before it tries again later.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What every reconcile pass shares.
 pub struct Context {
@@ -86,7 +88,8 @@ pub async fn run(ctx: Arc<Context>) {
         .applied_objects()
         .predicate_filter(
             predicates::generation::<HelloStateful>
-                .combine(predicates::annotations::<HelloStateful>),
+                .combine(predicates::annotations::<HelloStateful>)
+                .combine(predicates::finalizers::<HelloStateful>),
             Default::default(),
         );
     Controller::for_stream(trigger, reader)
@@ -213,6 +216,7 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
 /// backup, stay on the node.
 async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
     let app_ref = AppRef::new(&app)?;
+    stop_app(&ctx, &app_ref).await?;
     let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
     for volume in app_volumes(&ctx, &app_ref).await? {
         if volume.metadata.deletion_timestamp.is_none() {
@@ -232,6 +236,40 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
     info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
     publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
     Ok(Action::await_change())
+}
+
+/// Deletes the StatefulSet and waits for its pods to be gone. The garbage collector
+/// deletes the claims once the app is gone; a StatefulSet still running would make them
+/// again, without an owner, and they would never go.
+async fn stop_app(ctx: &Context, app: &AppRef<'_>) -> Result<(), Error> {
+    let statefulsets = Api::<StatefulSet>::namespaced(ctx.client.clone(), &app.namespace);
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace);
+    let name = names::statefulset(&app.name);
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    loop {
+        let statefulset = statefulsets.get_opt(&name).await?;
+        if let Some(sts) = &statefulset
+            && sts.metadata.deletion_timestamp.is_none()
+        {
+            statefulsets
+                .delete(&name, &DeleteParams::foreground())
+                .await?;
+        }
+        let running = pods
+            .list(&ListParams::default().labels(&names::selector_string(&app.name)))
+            .await?
+            .items
+            .len();
+        if statefulset.is_none() && running == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Waiting(format!(
+                "the app's StatefulSet {name} or its {running} pod(s) are still there"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVolume>, Error> {
@@ -571,7 +609,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             "no backup is running",
         ),
     };
-    if !gate.in_progress {
+    // A finished restore's outcome stays as the reason until the next one.
+    if !gate.in_progress && !conditions.has(conditions::RESTORING) {
         conditions.set(
             conditions::RESTORING,
             false,

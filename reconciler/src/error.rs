@@ -11,6 +11,8 @@ pub enum Error {
     Build(#[source] serde_json::Error),
     #[error("the object lacks {0}")]
     MissingField(&'static str),
+    #[error("still waiting: {0}")]
+    Waiting(String),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
 }
@@ -23,6 +25,7 @@ impl Error {
             Error::Kube(_) => "kube".to_string(),
             Error::Build(_) => "build".to_string(),
             Error::MissingField(_) => "missing_field".to_string(),
+            Error::Waiting(_) => "waiting".to_string(),
             Error::Finalizer(_) => "finalizer".to_string(),
         }
     }
