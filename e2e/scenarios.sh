@@ -33,7 +33,7 @@ request() {
 test_walkthrough_2018() {
   local ns snap first_lines job_done pod_created
   ns=$(new_ns walk)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   local spec='{"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/1 * * * *"}'
   app_yaml hello "$spec" | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "the log grows" 90 lines_at_least "$(host_log "$ns" hello 0)" 3 || { on_fail "$ns"; return 1; }
@@ -62,7 +62,7 @@ test_walkthrough_2018() {
 test_on_demand_backup_and_restore_with_the_plugin() {
   local ns first second older lines
   ns=$(new_ns plug)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   app_yaml od '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "log lines" 90 lines_at_least "$(host_log "$ns" od 0)" 2 || { on_fail "$ns"; return 1; }
   plugin -n "$ns" backup od --wait --timeout 3m || { on_fail "$ns"; return 1; }
@@ -88,7 +88,7 @@ test_on_demand_backup_and_restore_with_the_plugin() {
 test_two_replicas_restore_into_their_own_volumes() {
   local ns id
   ns=$(new_ns two)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   app_yaml two '{"replicas": 2}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "both replicas ready" 120 bash -c "[[ \$(kubectl -n '$ns' get hellostateful two -o jsonpath='{.status.readyReplicas}') == 2 ]]" || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec two-0 -c app -- sh -c 'echo replica-0 > /usr/share/hello/who'
@@ -107,7 +107,7 @@ test_same_name_in_two_namespaces_never_mixes() {
   local a b
   a=$(new_ns same-a)
   b=$(new_ns same-b)
-  trap 'cleanup_ns "$a"; cleanup_ns "$b"' EXIT
+  trap "cleanup_ns '$a'; cleanup_ns '$b'" EXIT
   for ns in "$a" "$b"; do app_yaml same '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null; done
   for ns in "$a" "$b"; do
     wait_for "app in $ns ready" 120 app_ready "$ns" same || { on_fail "$ns"; return 1; }
@@ -122,7 +122,7 @@ test_same_name_in_two_namespaces_never_mixes() {
 test_restore_survives_reconciler_kills() {
   local ns id token phase killed=0
   ns=$(new_ns kill)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   app_yaml crash '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" crash || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec crash-0 -c app -- sh -c 'echo before > /usr/share/hello/state'
@@ -154,7 +154,7 @@ test_full_backup_target_fails_cleanly() {
   ns=$(new_ns full)
   target=$(mktemp -d /tmp/hs-full-XXXX)
   mount -t tmpfs -o size=256k tmpfs "$target"
-  trap 'cleanup_ns "$ns"; umount "$target"; rmdir "$target"' EXIT
+  trap "cleanup_ns '$ns'; umount '$target'; rmdir '$target'" EXIT
   app_yaml full "{\"replicas\": 1, \"backup\": {\"target\": {\"hostPath\": \"$target\"}}}" | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" full || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" full backup) == Succeeded ]]
@@ -175,7 +175,7 @@ test_full_backup_target_fails_cleanly() {
 test_corrupted_backup_is_refused_before_live_data_is_touched() {
   local ns id before
   ns=$(new_ns corrupt)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   app_yaml bad '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" bad || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec bad-0 -c app -- sh -c 'echo live > /usr/share/hello/keep'
@@ -192,7 +192,7 @@ test_corrupted_backup_is_refused_before_live_data_is_touched() {
 test_bad_annotations_are_reported_and_nothing_restarts() {
   local ns
   ns=$(new_ns badin)
-  trap 'cleanup_ns "$ns"' EXIT
+  trap "cleanup_ns '$ns'" EXIT
   app_yaml odd '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" odd || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" odd restore "hello-stateful.example.com/restore-from=../../etc") == Failed ]]

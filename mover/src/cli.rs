@@ -167,8 +167,13 @@ struct Done {
     ok: bool,
 }
 
+/// Exit code of a failure that retrying cannot fix (see [`MoverError::is_permanent`]);
+/// every other failure exits with 1.
+pub const PERMANENT_FAILURE: u8 = 3;
+
 /// Runs a mover command: prints its result on stdout (and to `--termination-log`),
-/// errors on stderr; exit code 1 on any failure.
+/// errors on stderr; exit code 1 on a failure, [`PERMANENT_FAILURE`] when retrying is
+/// pointless.
 pub fn run(cmd: MoverCommand) -> ExitCode {
     let termination_log = match &cmd {
         MoverCommand::Backup(a) => a.termination_log.clone(),
@@ -198,7 +203,11 @@ pub fn run(cmd: MoverCommand) -> ExitCode {
             {
                 eprintln!("error: {e}");
             }
-            ExitCode::FAILURE
+            if e.is_permanent() {
+                ExitCode::from(PERMANENT_FAILURE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -136,6 +136,26 @@ pub enum MoverError {
     },
 }
 
+impl MoverError {
+    /// Whether running the same command again cannot succeed: bad input, a missing or
+    /// damaged backup. The CLI exits with [`crate::cli::PERMANENT_FAILURE`] for these, so a
+    /// Job fails at once instead of retrying.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            MoverError::InvalidName { .. }
+                | MoverError::InvalidId(_)
+                | MoverError::Usage(_)
+                | MoverError::NoOrdinals(_)
+                | MoverError::NoBackup { .. }
+                | MoverError::NoSuchBackup { .. }
+                | MoverError::ManifestParse { .. }
+                | MoverError::ManifestInvalid { .. }
+                | MoverError::Damaged { .. }
+        )
+    }
+}
+
 fn list_or_none(ids: &[String]) -> String {
     if ids.is_empty() {
         "none".to_owned()

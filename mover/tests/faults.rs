@@ -409,3 +409,33 @@ fn backup_reads_a_read_only_volume_that_a_restore_wrote() {
         second.id
     );
 }
+
+/// Jobs fail at once on a failure that retrying cannot fix (exit code 3), and retry others.
+#[test]
+fn permanent_failures_have_their_own_exit_code() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let target = tmp.path().join("backup");
+    let (target, source) = (target.to_string_lossy(), source.to_string_lossy());
+    let common = ["--target", &target, "--namespace", NS, "--name", NAME];
+    let backup = run_child(
+        &[&["backup", "--source", &source][..], &common].concat(),
+        &[],
+    );
+    assert_eq!(backup.status.code(), Some(0), "{backup:?}");
+    let unknown = [
+        &["restore", "--dest", &source, "--from", "20000101T000000Z"][..],
+        &common,
+    ]
+    .concat();
+    let output = run_child(&unknown, &[]);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("20000101T000000Z"));
+    let missing = [&["backup", "--source", "/nonexistent/volumes"][..], &common].concat();
+    let output = run_child(&missing, &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a missing source may appear: retried"
+    );
+}

@@ -295,8 +295,17 @@ fn mover_job_spec(app: &AppRef, task: &MoverTask, settings: &Settings) -> Value 
     mounts.push(json!({"name": "target", "mountPath": MOVER_TARGET_DIR}));
     let component = task.component();
     json!({
-        // A restore is retried so that an interrupted swap is rolled forward.
+        // A restore is retried so that an interrupted swap is rolled forward; a failure the
+        // mover calls permanent (bad input, a missing or damaged backup) fails at once.
         "backoffLimit": if read_only { 1 } else { 3 },
+        "podFailurePolicy": {"rules": [{
+            "action": "FailJob",
+            "onExitCodes": {
+                "containerName": "mover",
+                "operator": "In",
+                "values": [hellostateful_mover::cli::PERMANENT_FAILURE],
+            },
+        }]},
         "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
         "template": {
             "metadata": {"labels": names::labels(&app.name, component)},
@@ -549,6 +558,9 @@ mod tests {
         let job = mover_job(&app, "restore-hello-1", &task, "created", &settings()).expect("job");
         let spec = job.spec.expect("spec");
         assert_eq!(spec.backoff_limit, Some(3));
+        let rule = &spec.pod_failure_policy.as_ref().expect("policy").rules[0];
+        assert_eq!(rule.action, "FailJob");
+        assert_eq!(rule.on_exit_codes.as_ref().expect("codes").values, [3]);
         let pod = spec.template.spec.expect("pod");
         let args = pod.containers[0].args.as_ref().expect("args").join(" ");
         assert!(

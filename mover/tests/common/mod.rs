@@ -157,8 +157,11 @@ pub fn child_main() {
     let args: Vec<String> = serde_json::from_str(&args).expect("child args");
     let cli = Cli::parse_from(std::iter::once("mover".to_owned()).chain(args));
     let code = hellostateful_mover::cli::run(cli.command);
+    let permanent = hellostateful_mover::cli::PERMANENT_FAILURE;
     std::process::exit(if code == std::process::ExitCode::SUCCESS {
         0
+    } else if code == std::process::ExitCode::from(permanent) {
+        i32::from(permanent)
     } else {
         1
     });
