@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Benchmark of the in-cluster reconciler with BENCH_APPS HelloStatefuls (default 200).
+# Not a test. Needs KUBECONFIG (the e2e cluster) and root (to read the reconciler's RSS).
+# Usage: bench/reconciler.sh
+#   BENCH_APPS=N              number of apps (replicas 0 + a backup schedule: no pods)
+#   BENCH_WITH_APPS="cmd"     run cmd while the N converged apps exist (BENCH_NS exported),
+#                             its stdout is printed after ours (bench/run: bench/plugin.sh)
+# Prints one line per comparison: "name: ours X, peer Y, ratio R".
+#
+# Steps (namespaces bench-<id>-ours and bench-<id>-peer, deleted at the end):
+#  1. converge: one `kubectl apply --server-side` of N apps, time until every app's
+#     StatefulSet, Service and CronJob exist (polled every 0.2 s);
+#     peer: the same 3N children, exported from app 0 (status, uid, resourceVersion,
+#     ownerReferences, managedFields, creationTimestamp, generation stripped) and renamed per
+#     app, in one `kubectl apply --server-side` call into the peer namespace.
+#  2. writes per resync: a forced full pass over every app (rollout restart of the
+#     reconciler, until it has reconciled as many times as there are apps in the cluster);
+#     ours = write requests for the bench's apps: the child applies the reconciler logs for
+#     them + apps whose resourceVersion changed (only the reconciler writes them). The API
+#     server's apiserver_request_total writes (verbs POST/PUT/PATCH/APPLY/DELETE; child kinds
+#     + hellostatefuls) over the same window, and over an equal window without a restart, are
+#     printed beside it: they count every client in the cluster (e2e suites included).
+#     peer: apiserver_request_total writes around a re-apply of the unchanged peer children
+#     with `kubectl apply --server-side` (what a controller that applies blindly would send).
+#  3. RSS of the reconciler process (VmRSS from /proc, found through crictl) with N apps,
+#     vs the goal (30 MB) and vs kube-scheduler, the smallest Go controller of this cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+need_cluster
+
+N=$BENCH_APPS
+ID=$(date +%s | tail -c 6)$RANDOM
+OURS=bench-$ID-ours
+PEER=bench-$ID-peer
+WORK=$(mktemp -d /tmp/bench-reconciler.XXXXXX)
+cleanup() {
+  local rc=$?
+  stop_proxy
+  log "deleting namespaces $OURS $PEER"
+  delete_namespaces "$OURS" "$PEER"
+  rm -rf "$WORK"
+  return $rc
+}
+trap cleanup EXIT
+
+start_proxy
+kubectl get deploy -n "$RECONCILER_NS" hellostateful-reconciler >/dev/null ||
+  { log "the reconciler is not installed (kubectl apply -k manifests/)"; exit 1; }
+others=$(concurrent_e2e)
+[[ -z $others ]] || log "note: e2e suites running now ($others): their writes share the API server counters"
+
+kubectl create namespace "$OURS" >/dev/null
+kubectl create namespace "$PEER" >/dev/null
+
+# 1. Converge -----------------------------------------------------------------------------
+app_manifests "$OURS" "$N" >"$WORK/apps.json"
+log "creating $N apps in $OURS"
+writes0=$(reconciler_metric hellostateful_child_writes_total)
+passes0=$(reconciler_metric hellostateful_reconciles_total)
+req0=$(apiserver_requests)
+t0=$(now)
+kubectl apply --server-side -f "$WORK/apps.json" >/dev/null
+t_apps=$(calc "$(now) - $t0")
+wait_at_least $((3 * N)) 0.2 600 children "$OURS"
+t1=$(now)
+ours_converge=$(calc "$t1 - $t0")
+ours_requests=$(($(apiserver_requests) - req0))
+writes1=$(reconciler_metric hellostateful_child_writes_total)
+passes1=$(reconciler_metric hellostateful_reconciles_total)
+log "children of $N apps exist after $(printf %.2f "$ours_converge")s (the apply of the apps took $(printf %.2f "$t_apps")s; reconciler child writes: $((writes1 - writes0)))"
+wait_at_least "$N" 0.5 300 ready_apps "$OURS"
+# Settled: no child write for 3 s.
+prev=-1
+while cur=$(reconciler_metric hellostateful_child_writes_total); [[ $cur != "$prev" ]]; do
+  prev=$cur
+  sleep 3
+done
+# The same apps, validated and admitted by the API server but not stored (so no reconcile):
+# what creating them costs without the reconciler's concurrent work.
+t0=$(now)
+sed "s/\"$OURS\"/\"$PEER\"/g" "$WORK/apps.json" | kubectl apply --server-side --dry-run=server -f - >/dev/null
+t_dry=$(calc "$(now) - $t0")
+
+# 3a. RSS of the reconciler that created the N apps -------------------------------------
+pid=$(reconciler_pid) || true
+[[ -n $pid ]] || { log "cannot find the reconciler process through crictl"; exit 1; }
+rss_created=$(rss_mb "$pid")
+
+# Peer objects: app 0's children as exported, renamed per app.
+kubectl get statefulsets,services,cronjobs -n "$OURS" -l app.kubernetes.io/instance=b00000 -o json | jq -c '
+  [.items[] | del(.status) | del(.spec.volumeClaimTemplates[]?.status)
+   | .metadata |= (del(.uid, .resourceVersion, .ownerReferences, .managedFields,
+                       .creationTimestamp, .generation, .selfLink))] ' >"$WORK/template.json"
+[[ $(jq length "$WORK/template.json") == 3 ]] || { log "app b00000 does not have 3 children"; exit 1; }
+# The managed-by label is changed so that the in-cluster reconciler (which watches its
+# children by that label) does not even see the peer's objects.
+python3 - "$WORK/template.json" "$OURS" "$PEER" "$N" >"$WORK/peer.json" <<'PY'
+import json, sys
+template, ours, peer, n = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3], int(sys.argv[4])
+items = []
+for i in range(n):
+    text = template.replace(ours, peer).replace("b00000", f"b{i:05d}")
+    for obj in json.loads(text):
+        labels = obj["metadata"].get("labels", {})
+        if labels.get("app.kubernetes.io/managed-by") == "hellostateful-reconciler":
+            labels["app.kubernetes.io/managed-by"] = "hellostateful-bench-peer"
+        items.append(obj)
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
+PY
+log "applying the same $((3 * N)) children with kubectl into $PEER"
+req0=$(apiserver_requests)
+t0=$(now)
+kubectl apply --server-side -f "$WORK/peer.json" >/dev/null
+t1=$(now)
+peer_converge=$(calc "$t1 - $t0")
+peer_requests=$(($(apiserver_requests) - req0))
+[[ $(children "$PEER") == $((3 * N)) ]] || { log "peer objects missing"; exit 1; }
+log "kubectl apply --server-side of $((3 * N)) objects: $(printf %.2f "$peer_converge")s"
+
+# While the apps exist: the plugin bench, if asked for.
+if [[ -n ${BENCH_WITH_APPS:-} ]]; then
+  BENCH_NS=$OURS BENCH_APPS=$N bash -c "$BENCH_WITH_APPS" >"$WORK/with-apps.out"
+fi
+
+# 2. Writes per resync --------------------------------------------------------------------
+# Peer first: the unchanged children applied again by kubectl.
+p0=$(apiserver_writes)
+kubectl apply --server-side -f "$WORK/peer.json" >/dev/null
+p1=$(apiserver_writes)
+peer_writes=$((p1 - p0))
+
+# Only the reconciler writes the apps (finalizer, status): a changed resourceVersion of an
+# app is a write of the reconciler. (Children also change when their own controllers write
+# their status, so for them the reconciler's log is the record.)
+versions() {
+  kubectl get hellostatefuls -n "$OURS" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.resourceVersion}{"\n"}{end}' | sort
+}
+versions >"$WORK/rv0"
+old_pod=$(kubectl -n "$RECONCILER_NS" get pods -l app.kubernetes.io/component=reconciler \
+  -o jsonpath='{.items[0].metadata.name}')
+apiserver_read_series >"$WORK/g0"
+apiserver_write_series >"$WORK/s0"
+r0=$(now)
+log "restarting the reconciler ($old_pod) for a full pass over every app"
+kubectl -n "$RECONCILER_NS" rollout restart deployment/hellostateful-reconciler >/dev/null
+kubectl -n "$RECONCILER_NS" rollout status deployment/hellostateful-reconciler --timeout=180s >/dev/null
+# The new pod has passed once over every app in the cluster (other namespaces included).
+total=$(count /apis/hello-stateful.example.com/v1alpha1/hellostatefuls)
+new_reconciles() {
+  local pod
+  pod=$(kubectl -n "$RECONCILER_NS" get pods -l app.kubernetes.io/component=reconciler \
+    --field-selector=status.phase=Running -o jsonpath='{.items[*].metadata.name}')
+  [[ $pod != *"$old_pod"* ]] || return 1
+  reconciler_metric hellostateful_reconciles_total | cut -d. -f1
+}
+wait_at_least "$total" 0.5 300 new_reconciles
+# Writes (if any) come at the end of a pass: let the last passes finish (the reconciler's
+# own write counter still for 4 s; other apps in the cluster may keep it busy, so bounded).
+prev=-1
+while cur=$(reconciler_metric hellostateful_child_writes_total); [[ $cur != "$prev" ]]; do
+  prev=$cur
+  sleep 4
+  (( $(calc "$(now) - $r0 > 240") )) && break
+done
+apiserver_write_series >"$WORK/s1"
+apiserver_read_series >"$WORK/g1"
+r1=$(now)
+window=$(calc "$r1 - $r0")
+sum() { awk '{n += $2} END {print n + 0}' "$1"; }
+api_writes=$(($(sum "$WORK/s1") - $(sum "$WORK/s0")))
+reads=$(($(sum "$WORK/g1") - $(sum "$WORK/g0")))
+write_kinds=$(series_delta "$WORK/s0" "$WORK/s1")
+versions >"$WORK/rv1"
+app_writes=$(comm -13 "$WORK/rv0" "$WORK/rv1" | wc -l)
+own_writes=$(reconciler_metric hellostateful_child_writes_total | cut -d. -f1)
+# The reconciler logs every child it applies ("Kind name"); the bench apps are b00000...
+child_writes=$(kubectl -n "$RECONCILER_NS" logs deployment/hellostateful-reconciler 2>/dev/null |
+  grep '"applying"' | grep -cE '"(StatefulSet|Service|CronJob|PersistentVolumeClaim|PersistentVolume) [^"]*b[0-9]{5}[^"]*"' || true)
+ours_writes=$((child_writes + app_writes))
+reconciles=$(reconciler_metric hellostateful_reconciles_total | cut -d. -f1)
+
+# 3b. RSS after the full pass (new process), kube-scheduler's as a peer.
+pid=$(reconciler_pid) || true
+rss_resync=$(rss_mb "$pid")
+rss=$(calc "if ($rss_created > $rss_resync) $rss_created else $rss_resync")
+sched_pid=$(cat /var/lib/hellostateful-e2e/pids/kube-scheduler.pid 2>/dev/null || pgrep -xo kube-scheduler)
+rss_sched=$(rss_mb "$sched_pid")
+
+# Background: the same counter over a window of the same length with nothing forced.
+apiserver_write_series >"$WORK/b0"
+sleep "$window"
+apiserver_write_series >"$WORK/b1"
+background="$(($(sum "$WORK/b1") - $(sum "$WORK/b0")))"
+background_kinds=$(series_delta "$WORK/b0" "$WORK/b1")
+
+line() { printf '%s: ours %s, peer %s, ratio %.2f\n' "$1" "$2" "$3" "$4"; }
+f2() { printf %.2f "$1"; }
+echo "# reconciler: $N apps (replicas 0 + backupSchedule: a StatefulSet, a Service, a CronJob each; no pods), the in-cluster reconciler, a 1-node cluster on 2 cores${others:+, e2e suites running meanwhile: $others}"
+echo "# converge: ratio = ours / peer; ours = from kubectl apply of the $N apps to all $((3 * N)) children existing; peer = one kubectl apply --server-side of the same $((3 * N)) children; goal <= 1.5"
+echo "#   ours: the apply of the apps alone took $(f2 "$t_apps")s ($(f2 "$t_dry")s as --dry-run=server, without the reconciler's concurrent work); $(printf %.0f "$(calc "$passes1 - $passes0")") reconcile passes, $((writes1 - writes0)) child writes, $ours_requests API requests in all; peer: $peer_requests API requests"
+echo "# writes: ours = write requests for the $N apps in a full pass after a reconciler restart (child applies in the reconciler's log + apps whose resourceVersion changed); peer = write requests of re-applying the unchanged children with kubectl apply --server-side; ratio = ours/peer; goal ours = 0 (ratio 0)"
+echo "#   window $(printf %.1f "$window")s: $reconciles reconcile passes ($total apps in the cluster), $reads GET/LIST of the child kinds + hellostatefuls; API server writes (child kinds + hellostatefuls, all namespaces): $api_writes${write_kinds:+ ($write_kinds)}, of which the reconciler's child writes (all apps) $own_writes; background in an equal window without a restart: $background${background_kinds:+ ($background_kinds)}"
+echo "# rss: VmRSS of the reconciler process in MB (10^6 B), the larger of after creating the apps ($rss_created) and after the restart's full pass ($rss_resync); ratio = ours/peer; goal <= 30 MB (ratio <= 1.0 on the goal line); kube-scheduler = the smallest Go controller of this cluster, for scale"
+line reconciler-converge-vs-kubectl-apply "$(f2 "$ours_converge")s" "$(f2 "$peer_converge")s" "$(calc "$ours_converge / $peer_converge")"
+line steady-state-writes-per-resync "$ours_writes writes/$N apps (apiserver_request_total, all clients: $api_writes)" "$peer_writes writes (kubectl re-apply)" "$(calc "$ours_writes / $peer_writes")"
+line reconciler-rss-vs-goal "$rss MB" "30 MB (goal)" "$(calc "$rss / 30")"
+line reconciler-rss-vs-kube-scheduler "$rss MB" "$rss_sched MB (kube-scheduler)" "$(calc "$rss / $rss_sched")"
+# What ran while the apps existed (the plugin bench), after our own lines.
+[[ ! -s $WORK/with-apps.out ]] || cat "$WORK/with-apps.out"

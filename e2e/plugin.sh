@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The plugin against the real cluster with the reconciler running: every command, its
+# output formats (they must parse), its exit codes, and dry runs that change nothing.
+# Terminal behaviour (prompts only on a TTY) is tested in kubectl-hellostateful/tests/pty.rs.
+set -uo pipefail
+E2E_SUITE=plugin
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+NS=$(new_ns plugin)
+trap 'cleanup_ns "$NS"; kubectl delete clusterrolebinding "$NS-viewer" >/dev/null 2>&1' EXIT
+hs() { "$HS_PLUGIN" -n "$NS" "$@"; }
+ESC=$'\e'
+
+test_dry_runs_change_nothing() {
+  local yaml
+  yaml=$(hs create demo --schedule '*/5 * * * *' --replicas 1 --dry-run=client -o yaml)
+  python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); assert d["kind"] == "HelloStateful" and d["spec"]["backupSchedule"] == "*/5 * * * *", d' <<<"$yaml"
+  hs create demo --schedule '*/5 * * * *' --dry-run=server -o json | jq -e '.metadata.name == "demo"' >/dev/null
+  if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "a dry run created the app"; return 1; fi
+  "$HS_PLUGIN" install --dry-run -o yaml | python3 -c 'import sys, yaml; kinds = {d["kind"] for d in yaml.safe_load_all(sys.stdin) if d}; assert {"CustomResourceDefinition", "Deployment", "ClusterRole"} <= kinds, kinds'
+}
+
+test_create_list_get_in_every_format() {
+  hs create demo --schedule '*/5 * * * *' --replicas 1
+  expect_fail "already exists" hs create demo --schedule '*/5 * * * *'
+  wait_for "demo Ready" 120 app_ready "$NS" demo || { on_fail "$NS"; return 1; }
+  local table
+  table=$(hs list)
+  [[ $(head -n1 <<<"$table" | tr -s ' ') == "NAME READY REPLICAS SCHEDULE LAST BACKUP RESTORED AGE" ]] || { echo "$table"; return 1; }
+  grep -q '^demo  *1/1  *1  *\*/5 \* \* \* \*' <<<"$table" || { echo "$table"; return 1; }
+  [[ $table != *"$ESC"* ]] || { echo "colour codes in piped output"; return 1; }
+  hs get demo -o json | jq -e '.spec.backupSchedule == "*/5 * * * *" and .status.readyReplicas == 1' >/dev/null
+  hs list -o json | jq -e '.items | length == 1' >/dev/null
+  hs get demo -o yaml | python3 -c 'import sys, yaml; assert yaml.safe_load(sys.stdin)["metadata"]["name"] == "demo"'
+  [[ $(hs get demo -o name) == hellostateful.hello-stateful.example.com/demo ]]
+  "$HS_PLUGIN" list -A | grep -q "^$NS  *demo "
+  hs get demo -o wide | head -n1 | grep -q NODE
+  expect_fail "apps in it: demo" hs get missing
+}
+
+test_status_shows_children_conditions_and_events() {
+  local out
+  out=$(hs status demo)
+  for want in "demo" "Conditions:" "Ready" "data-demo-0" "backup-demo"; do
+    [[ $out == *"$want"* ]] || { echo "status lacks '$want':"; echo "$out"; return 1; }
+  done
+  [[ $out != *"$ESC"* ]]
+  [[ $(hs describe demo | head -n1) == $(head -n1 <<<"$out") ]]
+}
+
+test_backup_waits_for_its_id_and_backups_lists_it() {
+  local out id
+  out=$(hs backup demo --wait --timeout 3m) || { echo "$out"; on_fail "$NS"; return 1; }
+  id=$(jp "$NS" demo '{.status.backupRequest.backupId}')
+  [[ -n $id && $out == *"$id"* ]] || { echo "$out"; return 1; }
+  hs backups demo -o json | jq -e --arg id "$id" 'map(.id) | index($id) != null' >/dev/null
+  hs backups demo | grep -q "^$id "
+}
+
+test_restore_refuses_without_a_terminal_or_yes() {
+  local before
+  before=$(kubectl -n "$NS" get hellostateful demo -o jsonpath='{.metadata.annotations}')
+  expect_fail "--yes" hs restore demo --from latest </dev/null
+  [[ $(kubectl -n "$NS" get hellostateful demo -o jsonpath='{.metadata.annotations}') == "$before" ]]
+  expect_fail "not a backup id" hs restore demo --from ../x --yes
+}
+
+test_restore_with_yes_waits_until_done() {
+  hs restore demo --from latest --yes --wait --timeout 4m || { on_fail "$NS"; return 1; }
+  [[ $(jp "$NS" demo '{.status.restoreRequest.phase}') == Succeeded ]]
+  [[ $(jp "$NS" demo '{.status.isRestored}') == true ]]
+}
+
+test_logs_show_the_apps_file() {
+  wait_for "demo Ready" 120 app_ready "$NS" demo
+  wait_for "two log lines" 60 lines_at_least "$(host_log "$NS" demo 0)" 2
+  local out
+  out=$(hs logs demo --tail 2)
+  [[ $(wc -l <<<"$out") == 2 && $out == *UTC* ]] || { echo "$out"; return 1; }
+  expect_fail "replica" hs logs demo --replica 5
+}
+
+test_version_reports_plugin_and_reconciler() {
+  local out
+  out=$("$HS_PLUGIN" version)
+  [[ $out == *"kubectl-hellostateful 0.1.0"* && $out == *"Reconciler: 0.1.0"* ]] || { echo "$out"; return 1; }
+  "$HS_PLUGIN" completion bash | grep -q "kubectl-hellostateful\|hellostateful"
+}
+
+test_forbidden_says_which_verb_on_which_resource() {
+  local kubeconfig token server
+  kubectl -n "$NS" create serviceaccount nobody >/dev/null
+  token=$(kubectl -n "$NS" create token nobody)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  kubeconfig=$(mktemp)
+  KUBECONFIG=$kubeconfig kubectl config set-cluster c --server="$server" --insecure-skip-tls-verify=true >/dev/null
+  KUBECONFIG=$kubeconfig kubectl config set-credentials nobody --token="$token" >/dev/null
+  KUBECONFIG=$kubeconfig kubectl config set-context c --cluster=c --user=nobody --namespace="$NS" >/dev/null
+  KUBECONFIG=$kubeconfig kubectl config use-context c >/dev/null
+  expect_fail "list" "$HS_PLUGIN" --kubeconfig "$kubeconfig" list
+  expect_fail "forbidden" "$HS_PLUGIN" --kubeconfig "$kubeconfig" list
+  rm -f "$kubeconfig"
+}
+
+test_invalid_spec_shows_the_apis_reason() {
+  expect_fail "storage.size must be a quantity" hs create huge --size 1000Pi --schedule '*/5 * * * *'
+  expect_fail "schedule" hs create badcron --schedule 'every minute'
+}
+
+test_delete_says_backups_are_kept() {
+  local out
+  expect_fail "--yes" hs delete demo </dev/null
+  out=$(hs delete demo --yes) || { echo "$out"; return 1; }
+  [[ $out == *"/tmp/backup"* ]] || { echo "$out"; return 1; }
+  wait_for "demo gone" 60 bash -c "! kubectl -n '$NS' get hellostateful demo >/dev/null 2>&1"
+  has_backup "$NS" demo
+}
+
+run_test dry_runs_change_nothing test_dry_runs_change_nothing
+run_test create_list_get_in_every_format test_create_list_get_in_every_format
+run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
+run_test backup_waits_for_its_id_and_backups_lists_it test_backup_waits_for_its_id_and_backups_lists_it
+run_test restore_refuses_without_a_terminal_or_yes test_restore_refuses_without_a_terminal_or_yes
+run_test restore_with_yes_waits_until_done test_restore_with_yes_waits_until_done
+run_test logs_show_the_apps_file test_logs_show_the_apps_file
+run_test version_reports_plugin_and_reconciler test_version_reports_plugin_and_reconciler
+run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_verb_on_which_resource
+run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
+run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
+summary
