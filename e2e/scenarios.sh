@@ -77,11 +77,13 @@ test_on_demand_backup_and_restore_with_the_plugin() {
   [[ -n $second && $second != "$first" ]]
   kubectl -n "$ns" exec od-0 -c app -- sh -c 'echo MARKER >> /usr/share/hello/stateful.log'
   grep -q MARKER "$(host_log "$ns" od 0)"
+  local started=$EPOCHREALTIME
   plugin -n "$ns" restore od --from "$first" --yes --wait --timeout 4m || { on_fail "$ns"; return 1; }
   [[ $(jp "$ns" od '{.status.restoreRequest.backupId}') == "$first" ]]
   if grep -q MARKER "$(host_log "$ns" od 0)"; then echo "marker survived the restore"; return 1; fi
   begins_with "$(host_log "$ns" od 0)" "$older"
   wait_for "back at 1 ready replica" 120 app_ready "$ns" od
+  echo "figure: restore request to app Ready with its data: $(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')s"
   rm -f "$older"
 }
 
@@ -203,6 +205,19 @@ test_bad_annotations_are_reported_and_nothing_restarts() {
   [[ $(reconciler_restarts) == 0 ]]
 }
 
+test_api_server_restart_mid_reconcile_converges() {
+  local ns restarts
+  ns=$(new_ns apisrv)
+  trap "cleanup_ns '$ns'" EXIT
+  restarts=$(reconciler_restarts)
+  app_yaml api '{"replicas": 1, "backupSchedule": "*/5 * * * *"}' | kubectl -n "$ns" apply -f - >/dev/null
+  "$E2E_ROOT/e2e/cluster" restart kube-apiserver
+  wait_for "app Ready after the API server came back" 180 app_ready "$ns" api || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" get cronjob backup-api >/dev/null
+  [[ $(request "$ns" api backup) == Succeeded ]]
+  [[ $(reconciler_restarts) == "$restarts" ]] || { echo "the reconciler restarted"; return 1; }
+}
+
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
   for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs"; do
@@ -224,5 +239,6 @@ run_test restore_survives_reconciler_kills test_restore_survives_reconciler_kill
 run_test full_backup_target_fails_cleanly test_full_backup_target_fails_cleanly
 run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_backup_is_refused_before_live_data_is_touched
 run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_are_reported_and_nothing_restarts
+run_test api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
 run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
 summary

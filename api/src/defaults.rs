@@ -20,11 +20,15 @@ pub fn replicas() -> i32 {
     1
 }
 
-/// The 2018 app: append the date to `<mount_path>/stateful.log` every 10 seconds.
+/// The 2018 app: append the date to `<mount_path>/stateful.log` every 10 seconds. It exits
+/// on SIGTERM (a shell as PID 1 ignores it otherwise), so stopping it for a restore takes no
+/// grace period.
 pub fn command(mount_path: &str) -> Vec<String> {
     vec![
         "/bin/sh".to_string(),
         "-c".to_string(),
-        format!("while true; do date >> {mount_path}/{LOG_FILE}; sleep 10; done"),
+        format!(
+            "trap 'exit 0' TERM; while true; do date >> {mount_path}/{LOG_FILE}; sleep 10 & wait $!; done"
+        ),
     ]
 }

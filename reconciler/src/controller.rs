@@ -18,7 +18,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
@@ -42,6 +42,8 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
 /// case no watch event arrives.
 const WAIT: Duration = Duration::from_secs(3);
+/// Reconcile passes that run at once.
+const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -93,6 +95,9 @@ pub async fn run(ctx: Arc<Context>) {
             Default::default(),
         );
     Controller::for_stream(trigger, reader)
+        // A bounded number of passes at once keeps memory flat when every app is due at
+        // the same moment (start-up, resync) without slowing a steady trickle.
+        .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
         .owns(Api::<StatefulSet>::all(client.clone()), managed.clone())
         .owns(Api::<Service>::all(client.clone()), managed.clone())
         .owns(
@@ -535,25 +540,26 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     pass.status.backend_volumes = app.claims();
 
-    let service = pass
-        .api::<Service>()
-        .get_opt(&names::statefulset(&app.name))
-        .await?;
+    // The reads a pass needs, at once: each is a round trip to the API server.
+    let selector = format!(
+        "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
+        app.name,
+        names::FIELD_MANAGER
+    );
+    let (service_api, job_api, statefulset_api) = (
+        pass.api::<Service>(),
+        pass.api::<Job>(),
+        pass.api::<StatefulSet>(),
+    );
+    let name = names::statefulset(&app.name);
+    let job_params = ListParams::default().labels(&selector);
+    let (service, jobs, statefulset) = tokio::try_join!(
+        service_api.get_opt(&name),
+        job_api.list(&job_params),
+        statefulset_api.get_opt(&name),
+    )?;
+    let jobs = jobs.items;
     pass.apply(&children::service(app)?, service.as_ref())
-        .await?;
-
-    let jobs = pass
-        .api::<Job>()
-        .list(&ListParams::default().labels(&format!(
-            "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
-            app.name,
-            names::FIELD_MANAGER
-        )))
-        .await?
-        .items;
-    let statefulset = pass
-        .api::<StatefulSet>()
-        .get_opt(&names::statefulset(&app.name))
         .await?;
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);

@@ -9,9 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
-use tracing::info;
+use tracing::{info, warn};
 
-/// How long a Lease is valid without renewal.
+/// How long a Lease is valid without renewal: another replica takes over after that.
 const LEASE_SECONDS: i32 = 15;
 /// How often the holder renews it.
 const RENEW_EVERY: Duration = Duration::from_secs(5);
@@ -43,19 +43,17 @@ impl LeaderElection {
         }
     }
 
-    /// Renews the Lease until it is lost (another holder took it) or renewal fails for longer
-    /// than the Lease lasts; then returns, and the caller must stop reconciling.
+    /// Renews the Lease until another replica holds it; then returns, and the caller must
+    /// stop reconciling. While the API server cannot be reached the Lease is kept: nobody
+    /// can take it over then, and this replica cannot write anything either.
     pub async fn hold(&self) -> String {
-        let mut last_renewal = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(RENEW_EVERY).await;
             match self.try_take().await {
-                Ok(true) => last_renewal = tokio::time::Instant::now(),
+                Ok(true) => {}
                 Ok(false) => return format!("lease {} was taken by another replica", self.name),
                 Err(error) => {
-                    if last_renewal.elapsed() > Duration::from_secs(LEASE_SECONDS as u64) {
-                        return format!("could not renew lease {}: {error}", self.name);
-                    }
+                    warn!(lease = %self.name, %error, "could not renew the lease; retrying")
                 }
             }
         }

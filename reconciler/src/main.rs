@@ -79,7 +79,12 @@ fn main() -> ExitCode {
         },
         Command::Run(args) => {
             init_logging(args.log_json);
-            let runtime = match tokio::runtime::Runtime::new() {
+            // One thread: the controller waits on the API server, not on the CPU, and every
+            // extra thread costs an allocator arena of its own.
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(runtime) => runtime,
                 Err(error) => {
                     eprintln!("error: starting the async runtime: {error}");
