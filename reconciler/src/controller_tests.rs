@@ -388,3 +388,52 @@ async fn an_invalid_schedule_is_reported_not_retried() {
         .expect("an event");
     assert_eq!(event.body["reason"], "InvalidSpec");
 }
+
+#[tokio::test]
+async fn a_restore_waits_for_a_running_backup() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+    let app = app(seed(), annotations, json!({}));
+    let backup = json!({"metadata": {"name": "backup-hello-29400000",
+        "labels": names::labels("hello", names::Component::Backup)}, "status": {"active": 1}});
+    let (result, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![backup]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no restore Job while a backup copies the data"
+    );
+    let request = &status_written(&seen)["restoreRequest"];
+    assert_eq!(request["phase"], "Pending");
+    assert!(
+        request["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("backup-hello-29400000")),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t1", names::BACKUP_REQUESTED: "b1"});
+    let app = app(seed(), annotations, json!({}));
+    let restore = json!({"metadata": {"name": names::restore_job("hello", "t1"),
+        "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}});
+    let (result, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![restore]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no backup Job yet"
+    );
+    let status = status_written(&seen);
+    assert_eq!(status["restoreRequest"]["phase"], "Running");
+    assert_eq!(status["backupRequest"]["phase"], "Pending");
+    assert_eq!(
+        status["backupRequest"]["message"],
+        "waiting for the restore to finish"
+    );
+}
