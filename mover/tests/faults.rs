@@ -52,12 +52,6 @@ fn full_target_fails_cleanly_and_keeps_earlier_snapshots() {
         eprintln!("SKIPPED full_target test: cannot mount a tmpfs (not root?)");
         return;
     }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
     let _unmount = Unmount(&target);
 
     let source = tmp.path().join("src");
@@ -389,12 +383,6 @@ fn backup_reads_a_read_only_volume_that_a_restore_wrote() {
     if !bind(&["--bind"]) {
         eprintln!("SKIPPED read-only volume test: cannot bind-mount (not root?)");
         return;
-    }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
     }
     let _unmount = Unmount(&volume);
     assert!(bind(&["-o", "remount,ro,bind"]), "remount read-only");

@@ -718,18 +718,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Act
             if_exists: true,
         };
         pass.start_job(&job_name, &task, "created").await?;
-        pass.conditions().set(
-            conditions::RESTORING,
-            true,
-            "RestoreRunning",
-            &format!("Job {job_name} restores the newest backup before the app starts"),
-        );
-        pass.conditions().set(
-            conditions::READY,
-            false,
-            "Restoring",
-            "the app starts once its data is restored",
-        );
+        initial_restore_running(pass, &job_name);
         pass.note(
             EventType::Normal,
             "RestoreStarted",
@@ -740,18 +729,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Act
     };
     match jobs::state(job) {
         JobState::Running => {
-            pass.conditions().set(
-                conditions::RESTORING,
-                true,
-                "RestoreRunning",
-                &format!("Job {job_name} restores the newest backup before the app starts"),
-            );
-            pass.conditions().set(
-                conditions::READY,
-                false,
-                "Restoring",
-                "the app starts once its data is restored",
-            );
+            initial_restore_running(pass, &job_name);
             Ok(Some(Action::requeue(WAIT)))
         }
         JobState::Succeeded => {
@@ -817,6 +795,19 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Act
             Ok(Some(Action::await_change()))
         }
     }
+}
+
+/// Conditions while the restore of a newly created app runs.
+fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) {
+    let message = format!("Job {job_name} restores the newest backup before the app starts");
+    let mut conditions = pass.conditions();
+    conditions.set(conditions::RESTORING, true, "RestoreRunning", &message);
+    conditions.set(
+        conditions::READY,
+        false,
+        "Restoring",
+        "the app starts once its data is restored",
+    );
 }
 
 /// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the

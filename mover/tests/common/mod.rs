@@ -203,3 +203,12 @@ pub fn volumes(tmp: &Path, name: &str, version: u8) -> PathBuf {
     make_volume(&root.join("0"), version);
     root
 }
+
+/// Unmounts a test's mount when dropped, so a failing assertion leaves nothing mounted.
+pub struct Unmount<'a>(pub &'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
