@@ -37,11 +37,19 @@ use crate::drift;
 use crate::jobs::{self, JobState};
 use crate::metrics::Metrics;
 
-/// How often an app that needs nothing is looked at again.
-const RESYNC: Duration = Duration::from_secs(300);
+/// How often an app that needs nothing is looked at again. Also the bound on how late an
+/// on-demand request is seen when a watch went silent (seen after API server restarts).
+const RESYNC: Duration = Duration::from_secs(120);
 /// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
 /// case no watch event arrives.
 const WAIT: Duration = Duration::from_secs(3);
+/// How long one API response may take before the request fails and is retried.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Watches end on the server's side before the read timeout, and are renewed.
+const WATCH_TIMEOUT_SECS: u32 = 25;
+/// The longest a reconcile pass may take: a safety net so that no pass, however stuck,
+/// blocks its app for good.
+const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 /// Reconcile passes that run at once.
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
@@ -77,14 +85,19 @@ impl Context {
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let apps = Api::<HelloStateful>::all(client.clone());
-    let managed = WatcherConfig::default().labels(&format!(
-        "app.kubernetes.io/managed-by={}",
-        names::FIELD_MANAGER
-    ));
+    let managed = WatcherConfig::default()
+        .timeout(WATCH_TIMEOUT_SECS)
+        .labels(&format!(
+            "app.kubernetes.io/managed-by={}",
+            names::FIELD_MANAGER
+        ));
     // Generation alone would miss the on-demand annotations and the finalizer the first pass
     // adds (neither changes the generation); status writes must not trigger a pass.
     let (reader, writer) = reflector::store();
-    let trigger = watcher(apps, WatcherConfig::default().any_semantic())
+    // Consistent lists (not "any" resourceVersion): after an API server restart a list
+    // served from a cold watch cache can hand out a resourceVersion that the same server
+    // then refuses to watch from as too old, over and over.
+    let trigger = watcher(apps, WatcherConfig::default().timeout(WATCH_TIMEOUT_SECS))
         .default_backoff()
         .reflect(writer)
         .applied_objects()
@@ -146,14 +159,19 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
         .namespace()
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let api = Api::<HelloStateful>::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, names::FINALIZER, app.clone(), |event| async {
+    let pass = finalizer(&api, names::FINALIZER, app.clone(), |event| async {
         match event {
             Finalizer::Apply(app) => apply(app, ctx.clone()).await,
             Finalizer::Cleanup(app) => cleanup(app, ctx.clone()).await,
         }
-    })
-    .await
-    .map_err(|error| Error::Finalizer(Box::new(error)));
+    });
+    let result = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
+        Ok(result) => result.map_err(|error| Error::Finalizer(Box::new(error))),
+        Err(_) => Err(Error::Waiting(format!(
+            "the reconcile pass took longer than {}s",
+            PASS_TIMEOUT.as_secs()
+        ))),
+    };
     ctx.metrics
         .duration
         .observe(started.elapsed().as_secs_f64());

@@ -114,9 +114,14 @@ fn init_logging(json: bool) {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
-        .context("connecting to Kubernetes (in-cluster config or the current kubeconfig)")?;
+        .context("reading the Kubernetes config (in-cluster, or the current kubeconfig)")?;
+    // Without a read timeout, a request on a connection that died with the API server
+    // (a restart, a failover) waits forever and blocks its app's reconciles with it.
+    config.read_timeout = Some(controller::READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    let client = kube::Client::try_from(config).context("connecting to Kubernetes")?;
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let health = Arc::new(Health {
