@@ -212,14 +212,14 @@ test_api_server_restart_mid_reconcile_converges() {
   restarts=$(reconciler_restarts)
   app_yaml api '{"replicas": 1, "backupSchedule": "*/5 * * * *"}' | kubectl -n "$ns" apply -f - >/dev/null
   "$E2E_ROOT/e2e/cluster" restart kube-apiserver
-  wait_for "app Ready after the API server came back" 180 app_ready "$ns" api || { on_fail "$ns"; return 1; }
+  wait_for "app Ready after the API server came back" 300 app_ready "$ns" api || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" get cronjob backup-api >/dev/null
   # A watch can stay silent for a while after the restart: the request must still be
   # acknowledged, at the latest by the reconciler's resync (2 minutes).
   local token
   token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
   annotate "$ns" api "hello-stateful.example.com/backup-requested=$token"
-  wait_for "backup acknowledged after the API server restart" 300 acknowledged "$ns" api backupRequest "$token" || { on_fail "$ns"; return 1; }
+  wait_for "backup acknowledged after the API server restart" 420 acknowledged "$ns" api backupRequest "$token" || { on_fail "$ns"; return 1; }
   [[ $(jp "$ns" api '{.status.backupRequest.phase}') == Succeeded ]]
   [[ $(reconciler_restarts) == "$restarts" ]] || { echo "the reconciler restarted"; return 1; }
 }
