@@ -457,6 +457,11 @@ struct RestoreGate {
 }
 
 async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // The watch cache can lag behind the status the previous pass wrote; building on a
+    // stale status would write old conditions back. Status is derived from a fresh read.
+    let api =
+        Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    let app = api.get(&app.name_any()).await?;
     let app_ref = AppRef::new(&app)?;
     let old = app.status.clone().unwrap_or_default();
     let mut pass = Pass {

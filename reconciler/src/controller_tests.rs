@@ -47,7 +47,8 @@ impl Api {
     }
 
     /// Runs one reconcile pass of `app` against the canned answers.
-    async fn reconcile(self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
+    async fn reconcile(mut self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
+        self = self.on("GET", APP, value(&app));
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
@@ -138,6 +139,7 @@ const JOBS: &str = "/apis/batch/v1/namespaces/ns1/jobs";
 const STS: &str = "/apis/apps/v1/namespaces/ns1/statefulsets/hello";
 const CRONJOB: &str = "/apis/batch/v1/namespaces/ns1/cronjobs/backup-hello";
 const PODS: &str = "/api/v1/namespaces/ns1/pods";
+const APP: &str = "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello";
 const STATUS: &str =
     "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello/status";
 
