@@ -7,20 +7,20 @@
 //! and hashed from what was written.
 
 use std::collections::HashMap;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use rustix::fs::FileType;
 use serde::Serialize;
-use walkdir::WalkDir;
 
 use crate::catalog::{self, Snapshot};
-use crate::error::{MoverError, Result, io_err};
+use crate::confined::{Dir, Inode};
+use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
-use crate::manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SUCCEEDED};
+use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED};
 use crate::names::{App, BackupId};
 use crate::swap;
 use crate::volumes;
@@ -84,8 +84,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
     for (_, volume) in &volumes {
         swap::recover(volume)?;
     }
-    let app_dir = app.dir();
-    fs::create_dir_all(&app_dir).map_err(io_err("create directory", &app_dir))?;
+    let app_dir = catalog::create_app_dir(app)?;
     let _lock = lock::exclusive(&app_dir, options.lock_wait)?;
     catalog::clean_leftovers(&app_dir)?;
     let previous = catalog::latest(&app_dir)?;
@@ -97,13 +96,16 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         // Same second, or a clock that went backwards: stay sortable after the last one.
         id = last.next();
     }
-    let tmp = app_dir.join(format!("{}{id}", catalog::TMP_PREFIX));
-    fsops::make_dir(&tmp)?;
-    let written = write_snapshot(&tmp, &volumes, previous.as_ref());
-    let (replicas, totals) = match written {
+    let tmp_name = format!("{}{id}", catalog::TMP_PREFIX);
+    app_dir.make_dir(&tmp_name)?;
+    let written = app_dir.open_dir(&tmp_name).and_then(|tmp| {
+        let (replicas, totals) = write_snapshot(&tmp, &volumes, previous.as_ref())?;
+        Ok((tmp, replicas, totals))
+    });
+    let (tmp, replicas, totals) = match written {
         Ok(done) => done,
         Err(e) => {
-            discard(&tmp);
+            discard(&app_dir, &tmp_name);
             return Err(e);
         }
     };
@@ -126,16 +128,16 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         checksum: String::new(),
     };
     let finished = manifest
-        .write(&tmp.join(MANIFEST_FILE))
-        .and_then(|()| fsops::sync_filesystem(&tmp))
-        .and_then(|()| fsops::durable_rename(&tmp, &app_dir.join(id.as_str())));
+        .write(&tmp)
+        .and_then(|()| tmp.sync_filesystem())
+        .and_then(|()| app_dir.durable_rename(&tmp_name, &app_dir, id.as_str()));
     if let Err(e) = finished {
-        discard(&tmp);
+        discard(&app_dir, &tmp_name);
         return Err(e);
     }
 
     let pruned = match options.keep_last {
-        Some(keep) => catalog::prune_locked(app, keep)?.pruned,
+        Some(keep) => catalog::prune_locked(&app_dir, keep)?.pruned,
         None => Vec::new(),
     };
     Ok(BackupReport {
@@ -152,8 +154,8 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
 }
 
 /// Best-effort removal of a failed snapshot; a leftover is removed by the next backup.
-fn discard(tmp: &Path) {
-    if let Err(e) = fsops::remove_tree(tmp) {
+fn discard(app_dir: &Dir, tmp_name: &str) {
+    if let Err(e) = app_dir.remove_tree(tmp_name) {
         crate::warn(format!(
             "could not remove the incomplete backup (the next backup will): {}",
             crate::chain(&e)
@@ -165,8 +167,8 @@ fn discard(tmp: &Path) {
 type PreviousFiles<'a> = HashMap<(u32, PathBuf), &'a Entry>;
 
 fn write_snapshot(
-    tmp: &Path,
-    volumes: &[(u32, PathBuf)],
+    tmp: &Dir,
+    volumes: &[(u32, Dir)],
     previous: Option<&Snapshot>,
 ) -> Result<(Vec<Replica>, Totals)> {
     let previous_files: PreviousFiles = previous
@@ -183,11 +185,25 @@ fn write_snapshot(
     let mut totals = Totals::default();
     let mut replicas = Vec::new();
     for (ordinal, source) in volumes {
+        let name = ordinal.to_string();
+        tmp.make_dir(&name)?;
+        let previous = previous.and_then(|p| match p.handle.open_dir(&name) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                if e.io_kind() != Some(io::ErrorKind::NotFound) {
+                    crate::warn(format!(
+                        "not linking to the previous backup: {}",
+                        crate::chain(&e)
+                    ));
+                }
+                None
+            }
+        });
         let copy = ReplicaCopy {
             ordinal: *ordinal,
             source,
-            dest: tmp.join(ordinal.to_string()),
-            previous: previous.map(|p| p.dir.join(ordinal.to_string())),
+            dest: tmp.open_dir(&name)?,
+            previous,
             previous_files: &previous_files,
         };
         replicas.push(copy.run(&mut totals)?);
@@ -197,9 +213,9 @@ fn write_snapshot(
 
 struct ReplicaCopy<'a> {
     ordinal: u32,
-    source: &'a Path,
-    dest: PathBuf,
-    previous: Option<PathBuf>,
+    source: &'a Dir,
+    dest: Dir,
+    previous: Option<Dir>,
     previous_files: &'a PreviousFiles<'a>,
 }
 
@@ -207,7 +223,7 @@ struct ReplicaCopy<'a> {
 struct FileJob {
     slot: usize,
     rel: PathBuf,
-    lstat: fs::Metadata,
+    lstat: Inode,
 }
 
 enum FileOutcome {
@@ -218,87 +234,54 @@ enum FileOutcome {
 
 impl ReplicaCopy<'_> {
     fn run(&self, totals: &mut Totals) -> Result<Replica> {
-        let root_stat = fs::symlink_metadata(self.source).map_err(io_err("stat", self.source))?;
-        let root = meta_of(&root_stat, self.source)?;
-        fsops::make_dir(&self.dest)?;
+        let root = meta_of(&self.source.stat()?, self.source.path())?;
 
         // Walk first (directories and symlinks are made as we go, in order), then copy
         // the files in parallel. `slots` keeps manifest order = walk order.
         let mut slots: Vec<Option<Entry>> = Vec::new();
         let mut jobs = Vec::new();
         let mut dirs: Vec<(PathBuf, Meta)> = Vec::new();
-        let walk = WalkDir::new(self.source)
-            .min_depth(1)
-            .follow_links(false)
-            .sort_by_file_name()
-            .into_iter()
-            .filter_entry(|e| !(e.depth() == 1 && swap::is_reserved(e.file_name())));
-        for item in walk {
-            let entry = match item {
-                Ok(entry) => entry,
-                Err(e) => {
-                    let path = e.path().unwrap_or(self.source).to_owned();
-                    let source = io::Error::from(e);
-                    if source.kind() == io::ErrorKind::NotFound {
-                        vanished(&path);
-                        continue;
-                    }
-                    return Err(io_err("read", path)(source));
+        self.source.walk(swap::is_reserved, |rel, lstat| {
+            let path = self.source.join(rel);
+            match lstat.kind {
+                FileType::Directory => {
+                    let meta = meta_of(lstat, &path)?;
+                    self.dest.make_dir(rel)?;
+                    slots.push(Some(Entry::new(rel, Kind::Dir, 0, meta)));
+                    dirs.push((rel.to_owned(), meta));
                 }
-            };
-            let path = entry.path();
-            let rel = path.strip_prefix(self.source).unwrap_or(path).to_owned();
-            let lstat = match entry.metadata() {
-                Ok(md) => md,
-                Err(e) => {
-                    let source = io::Error::from(e);
-                    if source.kind() == io::ErrorKind::NotFound {
-                        vanished(path);
-                        continue;
-                    }
-                    return Err(io_err("stat", path)(source));
+                FileType::Symlink => {
+                    let target = match self.source.read_link(rel) {
+                        Ok(target) => target,
+                        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                            vanished(&path);
+                            return Ok(());
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let meta = meta_of(lstat, &path)?;
+                    self.dest.symlink(&target, rel)?;
+                    self.dest.set_symlink_meta(rel, &meta)?;
+                    let size = target.as_os_str().len() as u64;
+                    slots.push(Some(
+                        Entry::new(rel, Kind::Symlink, size, meta).with_target(&target),
+                    ));
                 }
-            };
-            let dest = self.dest.join(&rel);
-            let file_type = lstat.file_type();
-            if file_type.is_dir() {
-                let meta = meta_of(&lstat, path)?;
-                fsops::make_dir(&dest)?;
-                slots.push(Some(Entry::new(&rel, Kind::Dir, 0, meta)));
-                dirs.push((dest, meta));
-            } else if file_type.is_symlink() {
-                let target = match fs::read_link(path) {
-                    Ok(target) => target,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        vanished(path);
-                        continue;
-                    }
-                    Err(e) => return Err(io_err("read symlink", path)(e)),
-                };
-                let meta = meta_of(&lstat, path)?;
-                std::os::unix::fs::symlink(&target, &dest)
-                    .map_err(io_err("create symlink", &dest))?;
-                crate::fault::step();
-                fsops::apply_meta_symlink(&dest, &meta)?;
-                let size = target.as_os_str().len() as u64;
-                slots.push(Some(
-                    Entry::new(&rel, Kind::Symlink, size, meta).with_target(&target),
-                ));
-            } else if file_type.is_file() {
-                jobs.push(FileJob {
-                    slot: slots.len(),
-                    rel,
-                    lstat,
-                });
-                slots.push(None);
-            } else {
-                crate::warn(format!(
+                FileType::RegularFile => {
+                    jobs.push(FileJob {
+                        slot: slots.len(),
+                        rel: rel.to_owned(),
+                        lstat: *lstat,
+                    });
+                    slots.push(None);
+                }
+                _ => crate::warn(format!(
                     "skipping {}: sockets, fifos and device files are not backed up",
                     path.display()
-                ));
+                )),
             }
-        }
-
+            Ok(())
+        })?;
         let copied = fsops::par_map(&jobs, |job, buf| self.file(job, buf))?;
         for (job, outcome) in jobs.iter().zip(copied) {
             let entry = match outcome {
@@ -318,10 +301,10 @@ impl ReplicaCopy<'_> {
         }
         // Children before parents: setting a directory's mtime must come after its
         // contents are written, and a read-only mode after its children are created.
-        for (dest, meta) in dirs.iter().rev() {
-            fsops::apply_meta_dir(dest, meta)?;
+        for (rel, meta) in dirs.iter().rev() {
+            self.dest.open_dir(rel)?.set_meta(meta)?;
         }
-        fsops::apply_meta_dir(&self.dest, &root)?;
+        self.dest.set_meta(&root)?;
         Ok(Replica {
             ordinal: self.ordinal,
             root,
@@ -333,27 +316,28 @@ impl ReplicaCopy<'_> {
         let from = self.source.join(&job.rel);
         let to = self.dest.join(&job.rel);
         let meta = meta_of(&job.lstat, &from)?;
-        let size = job.lstat.len();
-        if let Some(linked) = self.link_unchanged(job, meta, size, &to)? {
+        if let Some(linked) = self.link_unchanged(job, meta)? {
             return Ok(FileOutcome::Linked(linked));
         }
         let mut attempt = 1;
         loop {
-            let mut src = match fsops::open_nofollow(&from) {
+            let mut src = match self.source.open_file(&job.rel) {
                 Ok(src) => src,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                     vanished(&from);
                     return Ok(FileOutcome::Vanished);
                 }
-                Err(e) => return Err(io_err("open", &from)(e)),
+                Err(e) => return Err(e),
             };
-            let before = src.metadata().map_err(io_err("stat", &from))?;
-            let copied = fsops::copy_new(&mut src, &from, &to, buf)?;
-            let after = src.metadata().map_err(io_err("stat", &from))?;
-            let stable = same_content_stamp(&before, &after) && copied.len == before.len();
+            let before = Inode::of(&src, &from)?;
+            before.expect_same(&job.lstat, &from)?;
+            let dst = self.dest.create_file(&job.rel)?;
+            let copied = fsops::copy_into(&mut src, dst, &from, &to, buf)?;
+            let after = Inode::of(&src, &from)?;
+            let stable = same_content_stamp(&before, &after) && copied.len == before.size;
             if !stable && attempt < COPY_ATTEMPTS {
                 drop(copied);
-                fs::remove_file(&to).map_err(io_err("remove", &to))?;
+                self.dest.remove_file(&job.rel)?;
                 attempt += 1;
                 continue;
             }
@@ -376,53 +360,49 @@ impl ReplicaCopy<'_> {
         }
     }
 
-    /// Hard-links `to` to the previous snapshot's copy if the file passes the quick
-    /// check. Linked files are never modified afterwards: their inode is shared.
-    fn link_unchanged(
-        &self,
-        job: &FileJob,
-        meta: Meta,
-        size: u64,
-        to: &Path,
-    ) -> Result<Option<Entry>> {
+    /// Hard-links the file to the previous snapshot's copy if it passes the quick check.
+    /// Linked files are never modified afterwards: their inode is shared. The previous
+    /// snapshot is tenant-writable too, so the link must be the regular file we looked at.
+    fn link_unchanged(&self, job: &FileJob, meta: Meta) -> Result<Option<Entry>> {
         let (Some(previous_dir), Some(previous)) = (
             &self.previous,
             self.previous_files.get(&(self.ordinal, job.rel.clone())),
         ) else {
             return Ok(None);
         };
-        if previous.size != size || previous.meta != meta {
+        if previous.size != job.lstat.size || previous.meta != meta {
             return Ok(None);
         }
-        let from = previous_dir.join(&job.rel);
-        match fs::hard_link(&from, to) {
-            Ok(()) => {
-                crate::fault::step();
-                let mut entry = Entry::new(&job.rel, Kind::File, size, meta);
-                entry.blake3.clone_from(&previous.blake3);
-                Ok(Some(entry))
-            }
+        let old = match previous_dir.lstat(&job.rel) {
+            Ok(old) if old.kind == FileType::RegularFile && old.size == previous.size => old,
+            // Gone or not what the manifest says: copy instead.
+            Ok(_) => return Ok(None),
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match previous_dir.hard_link(&job.rel, &self.dest, &job.rel) {
+            Ok(()) => {}
             // Too many links to one inode, or the old copy is gone: copy instead.
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    || e.raw_os_error() == Some(rustix::io::Errno::MLINK.raw_os_error()) =>
+            Err(MoverError::Copy { source, .. })
+                if source.kind() == io::ErrorKind::NotFound
+                    || source.raw_os_error() == Some(rustix::io::Errno::MLINK.raw_os_error()) =>
             {
-                Ok(None)
+                return Ok(None);
             }
-            Err(source) => Err(MoverError::Copy {
-                from,
-                to: to.to_owned(),
-                source,
-            }),
+            Err(e) => return Err(e),
         }
+        self.dest
+            .lstat(&job.rel)?
+            .expect_same(&old, &previous_dir.join(&job.rel))?;
+        let mut entry = Entry::new(&job.rel, Kind::File, job.lstat.size, meta);
+        entry.blake3.clone_from(&previous.blake3);
+        Ok(Some(entry))
     }
 }
 
-fn same_content_stamp(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.len() == b.len() && a.mtime() == b.mtime() && a.mtime_nsec() == b.mtime_nsec()
+fn same_content_stamp(a: &Inode, b: &Inode) -> bool {
+    a.size == b.size && a.mtime == b.mtime && a.mtime_nsec == b.mtime_nsec
 }
-
 fn vanished(path: &Path) {
     crate::warn(format!(
         "{} vanished during the backup; not backed up",

@@ -6,17 +6,17 @@
 //! atomic rename to `.del-<id>` before they are deleted, so a reader never sees a
 //! partial one.
 
-use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::error::{MoverError, Result, io_err};
-use crate::fsops;
+use crate::confined::Dir;
+use crate::error::{MoverError, Result};
 use crate::lock;
-use crate::manifest::{MANIFEST_FILE, Manifest};
+use crate::manifest::Manifest;
 use crate::names::{App, BackupId, Selector};
 
 /// Prefix of a snapshot being written.
@@ -31,8 +31,10 @@ pub struct Snapshot {
     pub id: BackupId,
     /// `<target>/<ns>/<name>/<id>`.
     pub dir: PathBuf,
-    /// Its manifest (already checked by [`Manifest::load`]).
+    /// Its manifest (already checked: sealed, safe paths, a tree without surprises).
     pub manifest: Manifest,
+    /// The snapshot directory, opened beneath the app directory.
+    pub(crate) handle: Dir,
 }
 
 /// One line of `backups`.
@@ -74,47 +76,63 @@ impl From<&Snapshot> for SnapshotInfo {
     }
 }
 
-/// Ids of the directories in `app_dir` that are named like snapshots, oldest first.
-/// A missing app directory has none.
-pub(crate) fn snapshot_ids(app_dir: &Path) -> Result<Vec<BackupId>> {
-    let entries = match fs::read_dir(app_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err("list", app_dir)(e)),
+/// The app's directory if it exists. Its path below the target is opened without
+/// following symlinks: the tenant can write into its own backups.
+pub(crate) fn open_app_dir(app: &App) -> Result<Option<Dir>> {
+    let missing = |e: &MoverError| e.io_kind() == Some(io::ErrorKind::NotFound);
+    let target = match Dir::open_trusted(app.target()) {
+        Ok(target) => target,
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(e),
     };
-    let mut ids = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_err("list", app_dir))?;
-        if let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<BackupId>().ok())
-        {
-            ids.push(id);
-        }
+    match target.open_dir(app.rel_dir()) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(e) if missing(&e) => Ok(None),
+        Err(e) => Err(e),
     }
+}
+
+/// The app's directory, created (with the target) if missing.
+pub(crate) fn create_app_dir(app: &App) -> Result<Dir> {
+    Dir::create_trusted(app.target())?.make_dirs(&app.rel_dir())
+}
+
+/// Ids of the directories in `app_dir` that are named like snapshots, oldest first.
+pub(crate) fn snapshot_ids(app_dir: &Dir) -> Result<Vec<BackupId>> {
+    let mut ids: Vec<BackupId> = app_dir
+        .names()?
+        .iter()
+        .filter_map(|n| n.to_str()?.parse().ok())
+        .collect();
     ids.sort();
     Ok(ids)
 }
 
 /// Loads snapshot `id` of the app in `app_dir`.
-pub(crate) fn load(app_dir: &Path, id: &BackupId) -> Result<Snapshot> {
-    let dir = app_dir.join(id.as_str());
-    let manifest = Manifest::load(&dir.join(MANIFEST_FILE), id.as_str())?;
+pub(crate) fn load(app_dir: &Dir, id: &BackupId) -> Result<Snapshot> {
+    let handle = app_dir.open_dir(id.as_str())?;
+    let manifest = Manifest::load(&handle, id.as_str())?;
     Ok(Snapshot {
         id: id.clone(),
-        dir,
+        dir: handle.path().to_owned(),
         manifest,
+        handle,
     })
 }
 
 /// Every complete snapshot, newest first. Snapshot-named directories whose manifest is
 /// missing or invalid are not complete: they are reported on stderr and skipped.
 pub fn complete_snapshots(app: &App) -> Result<Vec<Snapshot>> {
-    let app_dir = app.dir();
+    match open_app_dir(app)? {
+        Some(app_dir) => complete_in(&app_dir),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn complete_in(app_dir: &Dir) -> Result<Vec<Snapshot>> {
     let mut out = Vec::new();
-    for id in snapshot_ids(&app_dir)?.into_iter().rev() {
-        match load(&app_dir, &id) {
+    for id in snapshot_ids(app_dir)?.into_iter().rev() {
+        match load(app_dir, &id) {
             Ok(snapshot) => out.push(snapshot),
             Err(e) => crate::warn(format!("skipping backup {id}: {}", crate::chain(&e))),
         }
@@ -124,7 +142,7 @@ pub fn complete_snapshots(app: &App) -> Result<Vec<Snapshot>> {
 
 /// The newest snapshot with a valid manifest, if any (older ones are not loaded): the
 /// base for the next incremental backup, which must not link to a damaged one.
-pub(crate) fn latest(app_dir: &Path) -> Result<Option<Snapshot>> {
+pub(crate) fn latest(app_dir: &Dir) -> Result<Option<Snapshot>> {
     for id in snapshot_ids(app_dir)?.into_iter().rev() {
         match load(app_dir, &id) {
             Ok(snapshot) => return Ok(Some(snapshot)),
@@ -137,28 +155,25 @@ pub(crate) fn latest(app_dir: &Path) -> Result<Option<Snapshot>> {
 /// The snapshot `selector` names. An explicit id that does not exist is an error that
 /// lists the ids that do; a damaged one (also as `latest`) is an error naming the bad file.
 pub fn resolve(app: &App, selector: &Selector) -> Result<Snapshot> {
-    let app_dir = app.dir();
-    let ids = snapshot_ids(&app_dir)?;
-    match selector {
+    let app_dir = open_app_dir(app)?;
+    let ids = match &app_dir {
+        Some(dir) => snapshot_ids(dir)?,
+        None => Vec::new(),
+    };
+    match (selector, app_dir) {
         // The newest snapshot, even if damaged: silently restoring older data than asked
         // for would be worse than failing with the name of the bad file.
-        Selector::Latest => match ids.last() {
-            Some(id) => load(&app_dir, id),
-            None => Err(MoverError::NoBackup {
-                app: app.label(),
-                dir: app_dir.clone(),
-            }),
-        },
-        Selector::Id(id) => {
-            if !ids.contains(id) {
-                return Err(MoverError::NoSuchBackup {
-                    id: id.to_string(),
-                    app: app.label(),
-                    existing: ids.iter().rev().map(ToString::to_string).collect(),
-                });
-            }
-            load(&app_dir, id)
-        }
+        (Selector::Latest, Some(app_dir)) if !ids.is_empty() => load(&app_dir, &ids[ids.len() - 1]),
+        (Selector::Latest, _) => Err(MoverError::NoBackup {
+            app: app.label(),
+            dir: app.dir(),
+        }),
+        (Selector::Id(id), Some(app_dir)) if ids.contains(id) => load(&app_dir, id),
+        (Selector::Id(id), _) => Err(MoverError::NoSuchBackup {
+            id: id.to_string(),
+            app: app.label(),
+            existing: ids.iter().rev().map(ToString::to_string).collect(),
+        }),
     }
 }
 
@@ -179,13 +194,13 @@ pub fn list(app: &App) -> Result<Vec<SnapshotInfo>> {
 
 /// Names of `.tmp-*` directories: backups being written or left by a crash.
 pub fn incomplete(app: &App) -> Result<Vec<String>> {
-    let app_dir = app.dir();
-    if !app_dir.exists() {
+    let Some(app_dir) = open_app_dir(app)? else {
         return Ok(Vec::new());
-    }
-    Ok(fsops::list_dir(&app_dir)?
+    };
+    Ok(app_dir
+        .names()?
         .iter()
-        .filter_map(|p| p.file_name()?.to_str())
+        .filter_map(|n| n.to_str())
         .filter(|n| n.starts_with(TMP_PREFIX))
         .map(str::to_owned)
         .collect())
@@ -193,17 +208,17 @@ pub fn incomplete(app: &App) -> Result<Vec<String>> {
 
 /// Removes what crashed runs left: half-written (`.tmp-*`) and half-deleted (`.del-*`)
 /// snapshots. Only called with the exclusive lock held, so nothing removed is in use.
-pub(crate) fn clean_leftovers(app_dir: &Path) -> Result<()> {
-    for path in fsops::list_dir(app_dir)? {
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+pub(crate) fn clean_leftovers(app_dir: &Dir) -> Result<()> {
+    for name in app_dir.names()? {
+        let Some(name) = name.to_str() else {
             continue;
         };
         if name.starts_with(TMP_PREFIX) || name.starts_with(DEL_PREFIX) {
             crate::warn(format!(
                 "removing {} left by an interrupted run",
-                path.display()
+                app_dir.join(name).display()
             ));
-            fsops::remove_tree(&path)?;
+            app_dir.remove_tree(name)?;
         }
     }
     Ok(())
@@ -227,10 +242,9 @@ pub struct PruneOutcome {
 /// `--keep-last` or the next prune catches up.
 pub fn prune(app: &App, keep_last: u32) -> Result<PruneOutcome> {
     check_keep_last(keep_last)?;
-    let app_dir = app.dir();
-    if !app_dir.exists() {
+    let Some(app_dir) = open_app_dir(app)? else {
         return Ok(PruneOutcome::default());
-    }
+    };
     let Some(_lock) = lock::try_exclusive(&app_dir)? else {
         crate::warn(format!(
             "a backup, restore or prune of {} is running; nothing pruned",
@@ -242,7 +256,7 @@ pub fn prune(app: &App, keep_last: u32) -> Result<PruneOutcome> {
         });
     };
     clean_leftovers(&app_dir)?;
-    prune_locked(app, keep_last)
+    prune_locked(&app_dir, keep_last)
 }
 
 pub(crate) fn check_keep_last(keep_last: u32) -> Result<()> {
@@ -255,18 +269,17 @@ pub(crate) fn check_keep_last(keep_last: u32) -> Result<()> {
 }
 
 /// Prune with the exclusive lock already held.
-pub(crate) fn prune_locked(app: &App, keep_last: u32) -> Result<PruneOutcome> {
-    let app_dir = app.dir();
-    let complete = complete_snapshots(app)?;
+pub(crate) fn prune_locked(app_dir: &Dir, keep_last: u32) -> Result<PruneOutcome> {
+    let complete = complete_in(app_dir)?;
     let keep = (keep_last as usize).min(complete.len());
     let (kept, old) = complete.split_at(keep);
     let mut pruned = Vec::new();
     for snapshot in old {
         // Rename first: a prune killed mid-delete leaves a `.del-*` directory that is not
         // listed and is removed by the next run, never a partial snapshot.
-        let doomed = app_dir.join(format!("{DEL_PREFIX}{}", snapshot.id));
-        fsops::durable_rename(&snapshot.dir, &doomed)?;
-        fsops::remove_tree(&doomed)?;
+        let doomed = format!("{DEL_PREFIX}{}", snapshot.id);
+        app_dir.durable_rename(snapshot.id.as_str(), app_dir, &doomed)?;
+        app_dir.remove_tree(&doomed)?;
         pruned.push(snapshot.id.to_string());
     }
     Ok(PruneOutcome {
@@ -274,4 +287,53 @@ pub(crate) fn prune_locked(app: &App, keep_last: u32) -> Result<PruneOutcome> {
         kept: kept.iter().map(|s| s.id.to_string()).collect(),
         busy: false,
     })
+}
+
+/// What `purge` did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PurgeOutcome {
+    /// Ids of the snapshots deleted, complete and incomplete, oldest first.
+    pub purged: Vec<String>,
+    /// Files, directories and symlinks removed.
+    pub entries: u64,
+}
+
+/// Deletes every snapshot of the app, complete or not, and everything else in its
+/// directory except the lock file, holding the exclusive lock (waiting up to
+/// `lock_wait`) so that no backup, restore or prune runs meanwhile.
+pub fn purge(app: &App, lock_wait: Duration) -> Result<PurgeOutcome> {
+    let Some(app_dir) = open_app_dir(app)? else {
+        return Ok(PurgeOutcome::default());
+    };
+    let _lock = lock::exclusive(&app_dir, lock_wait)?;
+    let mut outcome = PurgeOutcome::default();
+    // Sorted names put `.del-*` and `.tmp-*` before the ids, so a leftover `.del-<id>`
+    // is gone before the complete `<id>` is renamed to it.
+    for name in app_dir.names()? {
+        if name == lock::LOCK_FILE {
+            continue;
+        }
+        let text = name.to_str().unwrap_or_default();
+        let id = [TMP_PREFIX, DEL_PREFIX]
+            .iter()
+            .find_map(|prefix| text.strip_prefix(prefix))
+            .unwrap_or(text);
+        let is_snapshot = id.parse::<BackupId>().is_ok();
+        if is_snapshot && id == text {
+            // Renamed first, as in prune: a purge killed midway never leaves a partial
+            // snapshot that a restore would pick.
+            let doomed = format!("{DEL_PREFIX}{id}");
+            app_dir.durable_rename(&name, &app_dir, &doomed)?;
+            outcome.entries += app_dir.remove_tree(&doomed)?;
+        } else {
+            outcome.entries += app_dir.remove_tree(&name)?;
+        }
+        if is_snapshot && !outcome.purged.iter().any(|p| p == id) {
+            outcome.purged.push(id.to_owned());
+        }
+    }
+    app_dir.sync()?;
+    outcome.purged.sort_by_key(|id| id.parse::<BackupId>().ok());
+    Ok(outcome)
 }

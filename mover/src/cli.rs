@@ -61,6 +61,26 @@ pub enum MoverCommand {
         hellostateful-reconciler prune --namespace default --name hello --keep-last 7"
     )]
     Prune(PruneArgs),
+    /// Empty every replica volume (for a deleted app).
+    #[command(
+        long_about = "Remove everything inside each replica volume (the ordinal \
+        subdirectories of --dest), keeping the volumes themselves (mount points), so that a \
+        deleted app's data does not survive for the next app of the same name. Symlinks are \
+        removed as links, never followed. Prints {\"wiped\":[ordinals],\"entries\":N}, N \
+        being the files, directories and symlinks removed.\n\nExample:\n  \
+        hellostateful-reconciler wipe --dest /data --termination-log /dev/termination-log"
+    )]
+    Wipe(WipeArgs),
+    /// Delete every backup of an app.
+    #[command(
+        long_about = "Delete every snapshot of an app, complete or incomplete, and \
+        everything else in <target>/<namespace>/<name>/ except its lock file. Takes the \
+        app's lock first (waiting up to --lock-timeout for a running backup, restore or \
+        prune) and never follows a symlink. Prints {\"purged\":[ids],\"entries\":N}, N \
+        being the files, directories and symlinks removed.\n\nExample:\n  \
+        hellostateful-reconciler purge --target /backup --namespace default --name hello"
+    )]
+    Purge(PurgeArgs),
 }
 
 /// Which app, and where its backups live.
@@ -161,6 +181,33 @@ pub struct PruneArgs {
     pub keep_last: u32,
 }
 
+/// Arguments of `wipe`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WipeArgs {
+    /// Directory holding one subdirectory (mounted volume) per replica ordinal: 0, 1, ...
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+}
+
+/// Arguments of `purge`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+    /// Seconds to wait for a running backup, restore or prune of the app to finish
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub lock_timeout: u64,
+}
+
 /// What a command printed and whether it succeeded.
 struct Done {
     stdout: String,
@@ -178,6 +225,8 @@ pub fn run(cmd: MoverCommand) -> ExitCode {
     let termination_log = match &cmd {
         MoverCommand::Backup(a) => a.termination_log.clone(),
         MoverCommand::Restore(a) => a.termination_log.clone(),
+        MoverCommand::Wipe(a) => a.termination_log.clone(),
+        MoverCommand::Purge(a) => a.termination_log.clone(),
         _ => None,
     };
     match execute(cmd) {
@@ -286,5 +335,10 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
             })
         }
         MoverCommand::Prune(a) => ok(json(&crate::prune(&a.app.app()?, a.keep_last)?)?),
+        MoverCommand::Wipe(a) => ok(json(&crate::wipe(&a.dest)?)?),
+        MoverCommand::Purge(a) => {
+            let wait = Duration::from_secs(a.lock_timeout);
+            ok(json(&crate::purge(&a.app.app()?, wait)?)?)
+        }
     }
 }

@@ -126,6 +126,16 @@ pub enum MoverError {
         problems: Vec<String>,
     },
 
+    /// A path the mover refused to use: it leads through a symlink or out of its tree,
+    /// or it is not the inode a walk found (another process swapped it meanwhile).
+    #[error("refusing {}: {reason}", path.display())]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Something left in a volume by an interrupted restore that we cannot interpret.
     #[error("{}: {reason}", path.display())]
     Leftover {
@@ -153,6 +163,16 @@ impl MoverError {
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
         )
+    }
+}
+
+impl MoverError {
+    /// The kind of the underlying OS error, if this is one (to tell "missing" apart).
+    pub(crate) fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            MoverError::Io { source, .. } | MoverError::Copy { source, .. } => Some(source.kind()),
+            _ => None,
+        }
     }
 }
 

@@ -10,13 +10,18 @@
 //! <target>/<namespace>/<name>/.tmp-<id>/               a backup being written
 //! ```
 //!
-//! The library functions ([`backup()`], [`restore()`], [`list`], [`verify()`], [`prune`])
+//! Volumes and backups are written by the tenant, who may race the mover; every path
+//! below the command-line roots is opened through `confined`, never following a symlink.
+//!
+//! The library functions ([`backup()`], [`restore()`], [`list`], [`verify()`], [`prune`],
+//! [`purge`], [`wipe`])
 //! return [`MoverError`]s that name the file and keep the OS error as their source;
 //! [`cli`] wraps them for the reconciler binary's Job subcommands.
 
 mod backup;
 mod catalog;
 pub mod cli;
+mod confined;
 mod error;
 mod fault;
 mod fsops;
@@ -30,7 +35,8 @@ mod volumes;
 
 pub use backup::{BackupOptions, BackupReport, backup};
 pub use catalog::{
-    PruneOutcome, Snapshot, SnapshotInfo, complete_snapshots, incomplete, list, prune, resolve,
+    PruneOutcome, PurgeOutcome, Snapshot, SnapshotInfo, complete_snapshots, incomplete, list,
+    prune, purge, resolve,
 };
 pub use error::{MoverError, Result};
 pub use fault::FAULT_ENV;
@@ -38,6 +44,7 @@ pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica};
 pub use names::{App, BackupId, Selector};
 pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
 pub use verify::{VerifyReport, verify};
+pub use volumes::{WipeOutcome, wipe};
 
 /// Prints a warning on stderr. The mover runs as a Kubernetes Job: stderr is its log,
 /// stdout carries only the one-line JSON result.

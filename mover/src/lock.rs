@@ -5,14 +5,18 @@
 //! later ones. Backups and prunes take it exclusively; restores and verifies take it
 //! shared, so that a prune cannot delete the snapshot they are reading.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{FlockOperation, flock};
 
+use crate::confined::Dir;
 use crate::error::{MoverError, Result, io_err};
+
+/// The lock file's name in an app directory; never deleted, even by a purge.
+pub(crate) const LOCK_FILE: &str = ".lock";
 
 /// How often a waiting process retries the lock.
 const POLL: Duration = Duration::from_millis(50);
@@ -23,37 +27,20 @@ pub(crate) struct AppLock {
     _file: File,
 }
 
-/// The lock file of an app directory.
-pub(crate) fn lock_path(app_dir: &Path) -> PathBuf {
-    app_dir.join(".lock")
-}
-
-fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-}
-
 /// Takes the exclusive lock, waiting up to `wait` for a current holder to finish.
-pub(crate) fn exclusive(app_dir: &Path, wait: Duration) -> Result<AppLock> {
-    let path = lock_path(app_dir);
-    let file = open(&path).map_err(io_err("open lock file", &path))?;
-    acquire(file, &path, FlockOperation::NonBlockingLockExclusive, wait)
+pub(crate) fn exclusive(app_dir: &Dir, wait: Duration) -> Result<AppLock> {
+    let file = app_dir.open_or_create(LOCK_FILE)?;
+    acquire(
+        file,
+        &app_dir.join(LOCK_FILE),
+        FlockOperation::NonBlockingLockExclusive,
+        wait,
+    )
 }
 
 /// Takes the exclusive lock only if it is free right now.
-pub(crate) fn try_exclusive(app_dir: &Path) -> Result<Option<AppLock>> {
-    let path = lock_path(app_dir);
-    let file = open(&path).map_err(io_err("open lock file", &path))?;
-    match acquire(
-        file,
-        &path,
-        FlockOperation::NonBlockingLockExclusive,
-        Duration::ZERO,
-    ) {
+pub(crate) fn try_exclusive(app_dir: &Dir) -> Result<Option<AppLock>> {
+    match exclusive(app_dir, Duration::ZERO) {
         Ok(lock) => Ok(Some(lock)),
         Err(MoverError::Locked { .. }) => Ok(None),
         Err(e) => Err(e),
@@ -63,22 +50,24 @@ pub(crate) fn try_exclusive(app_dir: &Path) -> Result<Option<AppLock>> {
 /// Takes the shared lock, waiting up to `wait`. A target we cannot write to (a read-only
 /// mount for a restore) cannot have a lock file created in it, but then nobody can
 /// prune it either: we warn and go on without the lock.
-pub(crate) fn shared(app_dir: &Path, wait: Duration) -> Result<Option<AppLock>> {
-    let path = lock_path(app_dir);
-    let file = match File::open(&path) {
+pub(crate) fn shared(app_dir: &Dir, wait: Duration) -> Result<Option<AppLock>> {
+    let path = app_dir.join(LOCK_FILE);
+    let file = match app_dir.open_file(LOCK_FILE) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match open(&path) {
-            Ok(file) => file,
-            Err(e) if is_read_only(&e) => {
-                crate::warn(format!(
-                    "cannot create lock file {} ({e}); continuing without the lock",
-                    path.display()
-                ));
-                return Ok(None);
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+            match app_dir.open_or_create(LOCK_FILE) {
+                Ok(file) => file,
+                Err(MoverError::Io { source, .. }) if is_read_only(&source) => {
+                    crate::warn(format!(
+                        "cannot create lock file {} ({source}); continuing without the lock",
+                        path.display()
+                    ));
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(io_err("create lock file", &path)(e)),
-        },
-        Err(e) => return Err(io_err("open lock file", &path)(e)),
+        }
+        Err(e) => return Err(e),
     };
     acquire(file, &path, FlockOperation::NonBlockingLockShared, wait).map(Some)
 }

@@ -6,16 +6,16 @@
 //! It carries a checksum of itself so that a hand-edited manifest is refused rather than
 //! trusted, and every path in it is checked to stay inside the snapshot.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{MoverError, Result, io_err};
+use crate::confined::Dir;
+use crate::error::{MoverError, Result};
 
 /// The manifest's file name inside a snapshot directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -83,6 +83,16 @@ pub enum Kind {
     Dir,
     /// A symbolic link.
     Symlink,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+        }
+    }
 }
 
 /// Ownership, permissions and modification time.
@@ -202,26 +212,27 @@ impl Manifest {
             .to_string())
     }
 
-    /// Writes the manifest, sealed with its own checksum, to `path` and fsyncs it.
-    pub(crate) fn write(&mut self, path: &Path) -> Result<()> {
+    /// Writes the manifest, sealed with its own checksum, into `snapshot` and fsyncs it.
+    pub(crate) fn write(&mut self, snapshot: &Dir) -> Result<()> {
+        let path = snapshot.join(MANIFEST_FILE);
         let json_err = |source| MoverError::ManifestParse {
-            path: path.to_owned(),
+            path: path.clone(),
             source,
         };
         self.format = FORMAT;
         self.checksum = self.digest().map_err(json_err)?;
         let text = serde_json::to_vec_pretty(self).map_err(json_err)?;
-        let mut file = File::create(path).map_err(io_err("create", path))?;
-        file.write_all(&text).map_err(io_err("write", path))?;
-        file.sync_all().map_err(io_err("fsync", path))?;
+        snapshot.write_file(MANIFEST_FILE, &text)?;
         crate::fault::step();
         Ok(())
     }
 
-    /// Reads and checks the manifest of snapshot `id` at `path`: parses, matches its own
-    /// checksum (refusing hand edits), names `id`, succeeded, and has only safe paths.
-    pub fn load(path: &Path, id: &str) -> Result<Self> {
-        let text = std::fs::read(path).map_err(io_err("read", path))?;
+    /// Reads and checks the manifest of snapshot `id` in `snapshot`: parses, matches its
+    /// own checksum (refusing hand edits), names `id`, succeeded, and describes a tree a
+    /// restore can write without following anything (see [`check_tree`]).
+    pub(crate) fn load(snapshot: &Dir, id: &str) -> Result<Self> {
+        let path = &snapshot.join(MANIFEST_FILE);
+        let text = snapshot.read_file(MANIFEST_FILE)?;
         let manifest: Manifest =
             serde_json::from_slice(&text).map_err(|source| MoverError::ManifestParse {
                 path: path.to_owned(),
@@ -259,31 +270,65 @@ impl Manifest {
         if ordinals != manifest.ordinals {
             return Err(invalid("replicas do not match ordinals".into()));
         }
-        for entry in manifest.replicas.iter().flat_map(|r| &r.entries) {
-            check_entry(entry).map_err(invalid)?;
+        for replica in &manifest.replicas {
+            check_tree(replica)
+                .map_err(|e| invalid(format!("replica {}: {e}", replica.ordinal)))?;
         }
         Ok(manifest)
     }
 }
 
-/// A manifest path must be relative and stay below the replica root; a restore writes
-/// exactly there, so `..` or an absolute path would write outside the volume.
-fn check_entry(entry: &Entry) -> std::result::Result<(), String> {
+/// The manifest is forgeable (a tenant can write into its own backups), so before a
+/// restore writes anything the tree it describes must be one that can be created without
+/// following anything: every entry once, each below a directory entry listed before it.
+/// An entry below a symlink entry would otherwise be written through that symlink.
+fn check_tree(replica: &Replica) -> std::result::Result<(), String> {
+    let mut kinds: HashMap<PathBuf, Kind> = HashMap::new();
+    for entry in &replica.entries {
+        let rel = check_entry(entry)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            match kinds.get(parent) {
+                Some(Kind::Dir) => {}
+                Some(kind) => {
+                    return Err(format!(
+                        "entry {rel:?} lies beneath {parent:?}, which is a {} entry, not a directory",
+                        kind.name()
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "entry {rel:?} is not preceded by its parent directory {parent:?}"
+                    ));
+                }
+            }
+        }
+        if kinds.insert(rel.clone(), entry.kind).is_some() {
+            return Err(format!("entry {rel:?} appears twice"));
+        }
+    }
+    Ok(())
+}
+
+/// A manifest path must be plain names joined by single `/`s; a restore writes exactly
+/// there, so `..`, `.`, an absolute path or an empty component is refused. Returns the
+/// path.
+fn check_entry(entry: &Entry) -> std::result::Result<PathBuf, String> {
     let rel = decode(entry.path.as_deref(), entry.path_hex.as_deref())
         .ok_or_else(|| "an entry has no valid path".to_owned())?;
-    let mut components = rel.components().peekable();
-    if components.peek().is_none()
-        || !components.all(|c| matches!(c, Component::Normal(_)))
-        || rel.as_os_str().as_bytes().ends_with(b"/")
-    {
-        return Err(format!("unsafe path {:?}", rel));
+    let unsafe_component = rel
+        .as_os_str()
+        .as_bytes()
+        .split(|b| *b == b'/')
+        .any(|c| c.is_empty() || c == b"." || c == b"..");
+    if unsafe_component {
+        return Err(format!("entry {rel:?} has an unsafe path"));
     }
     match entry.kind {
-        Kind::File if entry.blake3.is_none() => Err(format!("file {:?} has no checksum", rel)),
+        Kind::File if entry.blake3.is_none() => Err(format!("file {rel:?} has no checksum")),
         Kind::Symlink if entry.link_target().is_none() => {
-            Err(format!("symlink {:?} has no target", rel))
+            Err(format!("symlink {rel:?} has no target"))
         }
-        _ => Ok(()),
+        _ => Ok(rel),
     }
 }
 
@@ -331,11 +376,12 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_edits() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(MANIFEST_FILE);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = Dir::open_trusted(tmp.path()).expect("open");
+        let path = tmp.path().join(MANIFEST_FILE);
         let mut manifest = sample();
-        manifest.write(&path).expect("write");
-        let loaded = Manifest::load(&path, "20261129T150102Z").expect("load");
+        manifest.write(&dir).expect("write");
+        let loaded = Manifest::load(&dir, "20261129T150102Z").expect("load");
         assert_eq!(loaded.replicas[0].entries, manifest.replicas[0].entries);
         assert_eq!(
             loaded.replicas[0].entries[2]
@@ -344,20 +390,84 @@ mod tests {
                 .as_bytes(),
             b"bad\xff"
         );
-        assert!(Manifest::load(&path, "20261129T150103Z").is_err());
+        assert!(Manifest::load(&dir, "20261129T150103Z").is_err());
 
         let text = std::fs::read_to_string(&path).expect("read");
         std::fs::write(&path, text.replace("\"size\": 3", "\"size\": 4")).expect("edit");
-        let err = Manifest::load(&path, "20261129T150102Z").expect_err("edited");
+        let err = Manifest::load(&dir, "20261129T150102Z").expect_err("edited");
         assert!(err.to_string().contains("manifest.json"), "{err}");
     }
 
     #[test]
     fn refuses_paths_escaping_the_volume() {
         let meta = sample().replicas[0].root;
-        for bad in ["../x", "/etc/passwd", "a/../../b", "", "a/"] {
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "a/../../b",
+            "",
+            "a/",
+            "a//b",
+            "./a",
+            "a/./b",
+        ] {
             let entry = Entry::new(Path::new(bad), Kind::Dir, 0, meta);
             assert!(check_entry(&entry).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_trees_a_restore_would_write_through_a_non_directory() {
+        let meta = sample().replicas[0].root;
+        let dir = |p: &str| Entry::new(Path::new(p), Kind::Dir, 0, meta);
+        let link =
+            |p: &str| Entry::new(Path::new(p), Kind::Symlink, 1, meta).with_target(Path::new("/x"));
+        let file = |p: &str| {
+            let mut e = Entry::new(Path::new(p), Kind::File, 0, meta);
+            e.blake3 = Some(blake3::hash(b"").to_hex().to_string());
+            e
+        };
+        let cases: Vec<(Vec<Entry>, Option<&str>)> = vec![
+            (
+                vec![
+                    dir("a"),
+                    file("a/x"),
+                    link("a/l"),
+                    dir("a/b"),
+                    file("a/b/y"),
+                ],
+                None,
+            ),
+            (
+                vec![link("a"), file("a/x")],
+                Some("beneath \"a\", which is a symlink"),
+            ),
+            (
+                vec![file("a"), dir("a/x")],
+                Some("beneath \"a\", which is a file"),
+            ),
+            (
+                vec![dir("a"), file("a/x"), file("a/x")],
+                Some("\"a/x\" appears twice"),
+            ),
+            (vec![dir("a"), dir("a")], Some("\"a\" appears twice")),
+            (
+                vec![file("a/x"), dir("a")],
+                Some("not preceded by its parent"),
+            ),
+            (vec![dir("a"), file("a/../x")], Some("unsafe path")),
+        ];
+        for (entries, expected) in cases {
+            let replica = Replica {
+                ordinal: 0,
+                root: meta,
+                entries,
+            };
+            match (check_tree(&replica), expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some(text)) => assert!(e.contains(text), "{e}"),
+                (got, _) => panic!("{got:?} for {:?}", replica.entries),
+            }
         }
     }
 }

@@ -39,7 +39,12 @@ impl App {
 
     /// `<target>/<namespace>/<name>`: holds the snapshots, `.lock` and `.tmp-*` leftovers.
     pub fn dir(&self) -> PathBuf {
-        self.target.join(&self.namespace).join(&self.name)
+        self.target.join(self.rel_dir())
+    }
+
+    /// `<namespace>/<name>`: the app directory relative to the target.
+    pub(crate) fn rel_dir(&self) -> PathBuf {
+        Path::new(&self.namespace).join(&self.name)
     }
 
     /// `namespace/name`, for messages.

@@ -5,14 +5,16 @@
 //! every ordinal is staged and verified (so a missing or corrupt snapshot fails before
 //! live data is touched) and made durable are the contents swapped in (see `swap`).
 
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
-use crate::error::{MoverError, Result, io_err};
+use crate::confined::{Dir, Inode};
+use crate::error::{MoverError, Result};
 use crate::fsops;
 use crate::lock;
 use crate::manifest::{Entry, Kind, Replica};
@@ -77,15 +79,18 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     for (_, volume) in &volumes {
         swap::recover(volume)?;
     }
-    let app_dir = app.dir();
-    let _lock = if app_dir.exists() {
-        lock::shared(&app_dir, options.lock_wait)?
-    } else {
-        None
+    let app_dir = catalog::open_app_dir(app)?;
+    let _lock = match &app_dir {
+        Some(dir) => lock::shared(dir, options.lock_wait)?,
+        None => None,
+    };
+    let no_backup = match &app_dir {
+        Some(dir) => catalog::snapshot_ids(dir)?.is_empty(),
+        None => true,
     };
     // "No backup at all", not "no valid backup": a damaged newest snapshot must fail
     // loudly rather than let the app start empty.
-    if options.if_exists && catalog::snapshot_ids(&app_dir)?.is_empty() {
+    if options.if_exists && no_backup {
         return Ok(RestoreOutcome::NotRestored(NotRestored {
             restored: false,
             reason: "NoBackup",
@@ -93,7 +98,7 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     }
     let snapshot = catalog::resolve(app, &options.from)?;
 
-    let mut pairs: Vec<(&Replica, &Path)> = Vec::new();
+    let mut pairs: Vec<(&Replica, &Dir)> = Vec::new();
     for replica in &snapshot.manifest.replicas {
         match volumes.iter().find(|(o, _)| *o == replica.ordinal) {
             Some((_, volume)) => pairs.push((replica, volume)),
@@ -110,7 +115,7 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
             crate::warn(format!(
                 "backup {} has no data for ordinal {ordinal}; {} left untouched",
                 snapshot.id,
-                volume.display()
+                volume.path().display()
             ));
         }
     }
@@ -125,16 +130,18 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
 
     let unowned = AtomicBool::new(false);
     let mut totals = (0u64, 0u64);
+    let mut staged = Vec::new();
     for (replica, volume) in &pairs {
         match stage(&snapshot, replica, volume, &unowned) {
-            Ok((bytes, files)) => {
+            Ok((bytes, files, staging)) => {
                 totals.0 += bytes;
                 totals.1 += files;
+                staged.push(staging);
             }
             Err(e) => {
                 // Nothing live was touched; drop every staging directory made so far.
                 for (_, volume) in &pairs {
-                    if let Err(e) = fsops::remove_tree(&volume.join(swap::STAGING)) {
+                    if let Err(e) = volume.remove_tree(swap::STAGING) {
                         crate::warn(crate::chain(&e));
                     }
                 }
@@ -143,10 +150,10 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
         }
     }
     for (_, volume) in &pairs {
-        fsops::sync_filesystem(volume)?;
+        volume.sync_filesystem()?;
     }
-    for (replica, volume) in &pairs {
-        if !swap::swap(volume, snapshot.id.as_str(), replica.root)? {
+    for ((replica, volume), staging) in pairs.iter().zip(&staged) {
+        if !swap::swap(volume, staging, snapshot.id.as_str(), replica.root)? {
             unowned.store(true, Ordering::Relaxed);
         }
     }
@@ -168,16 +175,17 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
 }
 
 /// Copies one replica of `snapshot` into the volume's staging directory, checking every
-/// file against the manifest. Returns (bytes, files).
+/// file against the manifest. Returns (bytes, files, the staging directory's inode). Everything is written beneath the
+/// staging directory's fd: the tenant may swap directories in the volume meanwhile.
 fn stage(
     snapshot: &Snapshot,
     replica: &Replica,
-    volume: &Path,
+    volume: &Dir,
     unowned: &AtomicBool,
-) -> Result<(u64, u64)> {
-    let source = snapshot.dir.join(replica.ordinal.to_string());
-    let staging = volume.join(swap::STAGING);
-    fsops::make_dir(&staging)?;
+) -> Result<(u64, u64, Inode)> {
+    let source = snapshot.handle.open_dir(replica.ordinal.to_string())?;
+    volume.make_dir(swap::STAGING)?;
+    let staging = volume.open_dir(swap::STAGING)?;
     let note_owner = |owned: bool| {
         if !owned {
             unowned.store(true, Ordering::Relaxed);
@@ -186,59 +194,50 @@ fn stage(
     let mut files: Vec<&Entry> = Vec::new();
     let mut dirs: Vec<&Entry> = Vec::new();
     for entry in &replica.entries {
-        let dest = staging.join(entry.rel_path());
+        let rel = entry.rel_path();
         match entry.kind {
             Kind::Dir => {
-                fsops::make_dir(&dest)?;
+                staging.make_dir(&rel)?;
                 dirs.push(entry);
             }
             Kind::Symlink => {
                 let target = entry.link_target().unwrap_or_default();
-                std::os::unix::fs::symlink(&target, &dest)
-                    .map_err(io_err("create symlink", &dest))?;
-                crate::fault::step();
-                note_owner(fsops::apply_meta_symlink(&dest, &entry.meta)?);
+                staging.symlink(&target, &rel)?;
+                note_owner(staging.set_symlink_meta(&rel, &entry.meta)?);
             }
             Kind::File => files.push(entry),
         }
     }
-    let damaged = |from: &Path, problem: &str| MoverError::Damaged {
+    let damaged = |rel: &PathBuf, problem: &str| MoverError::Damaged {
         id: snapshot.id.to_string(),
-        problems: vec![format!("{}: {problem}", from.display())],
+        problems: vec![format!("{}: {problem}", source.join(rel).display())],
     };
     fsops::par_map(&files, |entry, buf| {
         let rel = entry.rel_path();
-        let from = source.join(&rel);
-        let to = staging.join(&rel);
-        let mut src = match fsops::open_nofollow(&from) {
+        let mut src = match source.open_file(&rel) {
             Ok(src) => src,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(damaged(&from, "missing"));
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                return Err(damaged(&rel, "missing"));
             }
-            Err(e) => return Err(io_err("open", &from)(e)),
+            Err(e) => return Err(e),
         };
-        let copied = fsops::copy_new(&mut src, &from, &to, buf)?;
+        let (from, to) = (source.join(&rel), staging.join(&rel));
+        let copied = fsops::copy_into(&mut src, staging.create_file(&rel)?, &from, &to, buf)?;
         if copied.len != entry.size {
             return Err(damaged(
-                &from,
+                &rel,
                 &format!("{} bytes, the manifest says {}", copied.len, entry.size),
             ));
         }
         if entry.blake3.as_deref() != Some(copied.hash.to_hex().as_str()) {
-            return Err(damaged(
-                &from,
-                "contents do not match the manifest checksum",
-            ));
+            return Err(damaged(&rel, "contents do not match the manifest checksum"));
         }
         note_owner(fsops::apply_meta_fd(&copied.file, &entry.meta, &to)?);
         Ok(())
     })?;
     for entry in dirs.iter().rev() {
-        note_owner(fsops::apply_meta_dir(
-            &staging.join(entry.rel_path()),
-            &entry.meta,
-        )?);
+        note_owner(staging.open_dir(entry.rel_path())?.set_meta(&entry.meta)?);
     }
     let bytes = files.iter().map(|e| e.size).sum();
-    Ok((bytes, files.len() as u64))
+    Ok((bytes, files.len() as u64, staging.stat()?))
 }

@@ -16,15 +16,13 @@
 //! Either way the volume ends entirely old or entirely new.
 
 use std::ffi::OsStr;
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{MoverError, Result, io_err};
-use crate::fsops;
+use crate::confined::{Dir, Inode};
+use crate::error::{MoverError, Result};
 use crate::manifest::Meta;
 
 /// Prefix of every name the mover keeps in a volume; backups skip these entries.
@@ -62,13 +60,12 @@ struct Journal {
 
 /// Finishes (or cleans up after) an interrupted restore in `volume`. Called before any
 /// restore or backup touches the volume. Returns whether a swap was completed.
-pub(crate) fn recover(volume: &Path) -> Result<bool> {
-    let journal_path = volume.join(JOURNAL);
-    match fs::read(&journal_path) {
+pub(crate) fn recover(volume: &Dir) -> Result<bool> {
+    match volume.read_file(JOURNAL) {
         Ok(bytes) => {
             let journal: Journal =
                 serde_json::from_slice(&bytes).map_err(|e| MoverError::Leftover {
-                    path: journal_path.clone(),
+                    path: volume.join(JOURNAL),
                     reason: format!(
                         "unreadable restore journal ({e}); inspect {} and {} by hand",
                         volume.join(OLD).display(),
@@ -78,30 +75,27 @@ pub(crate) fn recover(volume: &Path) -> Result<bool> {
             crate::warn(format!(
                 "completing the interrupted restore of backup {} in {}",
                 journal.id,
-                volume.display()
+                volume.path().display()
             ));
             finish(volume, journal)?;
             Ok(true)
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
             // Look before removing: a backup mounts volumes read-only, where even unlinking
             // a missing file fails with EROFS.
-            let journal_tmp = volume.join(JOURNAL_TMP);
-            if journal_tmp.symlink_metadata().is_ok() {
-                remove_file_if_exists(&journal_tmp)?;
+            if volume.exists(JOURNAL_TMP)? {
+                volume.remove_file(JOURNAL_TMP)?;
             }
-            let staging = volume.join(STAGING);
-            if staging.symlink_metadata().is_ok() {
+            if volume.exists(STAGING)? {
                 crate::warn(format!(
                     "removing {} left by a restore interrupted before its swap",
-                    staging.display()
+                    volume.join(STAGING).display()
                 ));
-                fsops::remove_tree(&staging)?;
+                volume.remove_tree(STAGING)?;
             }
-            let old = volume.join(OLD);
-            if old.symlink_metadata().is_ok() {
+            if volume.exists(OLD)? {
                 return Err(MoverError::Leftover {
-                    path: old,
+                    path: volume.join(OLD),
                     reason: "old contents of an interrupted restore without its journal; \
                              move them back or delete them"
                         .into(),
@@ -109,13 +103,19 @@ pub(crate) fn recover(volume: &Path) -> Result<bool> {
             }
             Ok(false)
         }
-        Err(e) => Err(io_err("read", journal_path)(e)),
+        Err(e) => Err(e),
     }
 }
 
-/// Swaps the complete, durable staging directory of `volume` into place. Returns whether
-/// ownership of the root could be set.
-pub(crate) fn swap(volume: &Path, id: &str, root: Meta) -> Result<bool> {
+/// Swaps the complete, durable staging directory of `volume` (the inode `staged`) into
+/// place. Returns whether ownership of the root could be set.
+pub(crate) fn swap(volume: &Dir, staged: &Inode, id: &str, root: Meta) -> Result<bool> {
+    // The tenant may have swapped the staging directory for another (or a symlink) since
+    // it was written: refuse before the journal commits us to it.
+    volume
+        .open_dir(STAGING)?
+        .stat()?
+        .expect_same(staged, &volume.join(STAGING))?;
     let journal = Journal {
         phase: Phase::MoveOld,
         id: id.to_owned(),
@@ -125,79 +125,51 @@ pub(crate) fn swap(volume: &Path, id: &str, root: Meta) -> Result<bool> {
     finish(volume, journal)
 }
 
-fn finish(volume: &Path, mut journal: Journal) -> Result<bool> {
-    let old = volume.join(OLD);
-    let staging = volume.join(STAGING);
+fn finish(volume: &Dir, mut journal: Journal) -> Result<bool> {
     loop {
         match journal.phase {
             Phase::MoveOld => {
-                match fs::create_dir(&old) {
-                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
-                        return Err(io_err("create directory", &old)(e));
-                    }
-                    _ => crate::fault::step(),
+                match volume.make_dir(OLD) {
+                    Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {}
+                    other => other?,
                 }
-                for path in fsops::list_dir(volume)? {
-                    let Some(name) = path.file_name() else {
-                        continue;
-                    };
-                    if !is_reserved(name) {
-                        rename(&path, &old.join(name))?;
+                let old = volume.open_dir(OLD)?;
+                for name in volume.names()? {
+                    if !is_reserved(&name) {
+                        volume.rename(&name, &old, &name)?;
                     }
                 }
-                fsops::sync_dir(&old)?;
-                fsops::sync_dir(volume)?;
+                old.sync()?;
+                volume.sync()?;
                 journal.phase = Phase::MoveNew;
             }
             Phase::MoveNew => {
-                for path in fsops::list_dir(&staging)? {
-                    if let Some(name) = path.file_name() {
-                        rename(&path, &volume.join(name))?;
-                    }
+                let staging = volume.open_dir(STAGING)?;
+                for name in staging.names()? {
+                    staging.rename(&name, volume, &name)?;
                 }
-                fsops::sync_dir(volume)?;
+                volume.sync()?;
                 journal.phase = Phase::Cleanup;
             }
             Phase::Cleanup => {
-                fsops::remove_tree(&old)?;
-                fsops::remove_tree(&staging)?;
-                let journal_path = volume.join(JOURNAL);
-                fs::remove_file(&journal_path).map_err(io_err("remove", &journal_path))?;
-                fsops::sync_dir(volume)?;
+                volume.remove_tree(OLD)?;
+                volume.remove_tree(STAGING)?;
+                volume.remove_file(JOURNAL)?;
+                volume.sync()?;
                 crate::fault::step();
                 // Last, because removing the journal changes the root's mtime.
-                return fsops::apply_meta_dir(volume, &journal.root);
+                return volume.set_meta(&journal.root);
             }
         }
         write_journal(volume, &journal)?;
     }
 }
 
-fn rename(from: &Path, to: &Path) -> Result<()> {
-    fs::rename(from, to).map_err(|source| MoverError::Copy {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        source,
-    })?;
-    crate::fault::step();
-    Ok(())
-}
-
-fn write_journal(volume: &Path, journal: &Journal) -> Result<()> {
-    let tmp = volume.join(JOURNAL_TMP);
+fn write_journal(volume: &Dir, journal: &Journal) -> Result<()> {
     let text = serde_json::to_vec(journal).map_err(|e| MoverError::Leftover {
-        path: tmp.clone(),
+        path: volume.join(JOURNAL_TMP),
         reason: format!("cannot encode the journal: {e}"),
     })?;
-    let mut file = fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
-    file.write_all(&text).map_err(io_err("write", &tmp))?;
-    file.sync_all().map_err(io_err("fsync", &tmp))?;
-    fsops::durable_rename(&tmp, &volume.join(JOURNAL))
-}
-
-fn remove_file_if_exists(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("remove", path)(e)),
-        _ => Ok(()),
-    }
+    volume.write_file(JOURNAL_TMP, &text)?;
+    volume.durable_rename(JOURNAL_TMP, volume, JOURNAL)
 }

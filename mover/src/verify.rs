@@ -1,12 +1,11 @@
 //! Checking a snapshot against its manifest.
 
 use std::collections::HashSet;
-use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use rustix::fs::FileType;
 use serde::Serialize;
-use walkdir::WalkDir;
 
 use crate::catalog::{self, Snapshot};
 use crate::error::Result;
@@ -35,11 +34,9 @@ pub struct VerifyReport {
 /// Recomputes every checksum of the selected snapshot. A snapshot whose manifest is
 /// missing or invalid is an error; damaged files are listed in the report.
 pub fn verify(app: &App, selector: &Selector) -> Result<VerifyReport> {
-    let app_dir = app.dir();
-    let _lock = if app_dir.exists() {
-        lock::shared(&app_dir, LOCK_WAIT)?
-    } else {
-        None
+    let _lock = match catalog::open_app_dir(app)? {
+        Some(dir) => lock::shared(&dir, LOCK_WAIT)?,
+        None => None,
     };
     let snapshot = catalog::resolve(app, selector)?;
     let problems = check(&snapshot)?;
@@ -51,43 +48,47 @@ pub fn verify(app: &App, selector: &Selector) -> Result<VerifyReport> {
     })
 }
 
-/// Every discrepancy between `snapshot` and its manifest, one line each.
+/// Every discrepancy between `snapshot` and its manifest, one line each. Everything is
+/// read beneath the snapshot directory without following symlinks: a forged snapshot
+/// must not make verify read (and so compare) a file outside it.
 pub(crate) fn check(snapshot: &Snapshot) -> Result<Vec<String>> {
+    let dir = &snapshot.handle;
     let mut expected: HashSet<PathBuf> = HashSet::new();
     let mut items = Vec::new();
     for replica in &snapshot.manifest.replicas {
-        let root = snapshot.dir.join(replica.ordinal.to_string());
+        let root = PathBuf::from(replica.ordinal.to_string());
         expected.insert(root.clone());
         for entry in &replica.entries {
-            let path = root.join(entry.rel_path());
-            expected.insert(path.clone());
-            items.push((path, entry));
+            let rel = root.join(entry.rel_path());
+            expected.insert(rel.clone());
+            items.push((rel, entry));
         }
     }
-    let mut problems: Vec<String> = fsops::par_map(&items, |(path, entry), buf| {
-        let problem = |what: &str| Ok(Some(format!("{}: {what}", path.display())));
-        let lstat = match fs::symlink_metadata(path) {
-            Ok(md) => md,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return problem("missing"),
-            Err(e) => return problem(&format!("cannot stat: {e}")),
+    let mut problems: Vec<String> = fsops::par_map(&items, |(rel, entry), buf| {
+        let problem = |what: &str| Ok(Some(format!("{}: {what}", dir.join(rel).display())));
+        let lstat = match dir.lstat(rel) {
+            Ok(lstat) => lstat,
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => return problem("missing"),
+            Err(e) => return problem(&format!("cannot stat: {}", crate::chain(&e))),
         };
         match entry.kind {
-            Kind::Dir if !lstat.is_dir() => problem("not a directory"),
-            Kind::Symlink if !lstat.file_type().is_symlink() => problem("not a symlink"),
-            Kind::Symlink => match fs::read_link(path) {
+            Kind::Dir if lstat.kind != FileType::Directory => problem("not a directory"),
+            Kind::Symlink if lstat.kind != FileType::Symlink => problem("not a symlink"),
+            Kind::Symlink => match dir.read_link(rel) {
                 Ok(target) if Some(&target) == entry.link_target().as_ref() => Ok(None),
                 Ok(_) => problem("symlink target differs from the manifest"),
-                Err(e) => problem(&format!("cannot read symlink: {e}")),
+                Err(e) => problem(&format!("cannot read symlink: {}", crate::chain(&e))),
             },
-            Kind::File if !lstat.is_file() => problem("not a regular file"),
+            Kind::File if lstat.kind != FileType::RegularFile => problem("not a regular file"),
             Kind::File => {
-                let hash = fsops::open_nofollow(path).and_then(|f| fsops::hash_file(&f, buf));
+                let hash = dir.open_file(rel).and_then(|f| {
+                    fsops::hash_file(&f, buf).map_err(crate::error::io_err("read", dir.join(rel)))
+                });
                 match hash {
-                    Err(e) => problem(&format!("cannot read: {e}")),
-                    Ok(_) if lstat.len() != entry.size => problem(&format!(
+                    Err(e) => problem(&format!("cannot read: {}", crate::chain(&e))),
+                    Ok(_) if lstat.size != entry.size => problem(&format!(
                         "{} bytes, the manifest says {}",
-                        lstat.len(),
-                        entry.size
+                        lstat.size, entry.size
                     )),
                     Ok(hash) if entry.blake3.as_deref() != Some(hash.to_hex().as_str()) => {
                         problem("contents do not match the manifest checksum")
@@ -102,16 +103,17 @@ pub(crate) fn check(snapshot: &Snapshot) -> Result<Vec<String>> {
     .flatten()
     .collect();
 
-    let manifest_path = snapshot.dir.join(MANIFEST_FILE);
-    for item in WalkDir::new(&snapshot.dir).min_depth(1) {
-        match item {
-            Ok(entry) if entry.path() == manifest_path => {}
-            Ok(entry) if !expected.contains(entry.path()) => {
-                problems.push(format!("{}: not in the manifest", entry.path().display()));
+    let walked = dir.walk(
+        |_| false,
+        |rel, _| {
+            if rel != Path::new(MANIFEST_FILE) && !expected.contains(rel) {
+                problems.push(format!("{}: not in the manifest", dir.join(rel).display()));
             }
-            Ok(_) => {}
-            Err(e) => problems.push(format!("cannot walk the snapshot: {e}")),
-        }
+            Ok(())
+        },
+    );
+    if let Err(e) = walked {
+        problems.push(format!("cannot walk the snapshot: {}", crate::chain(&e)));
     }
     Ok(problems)
 }

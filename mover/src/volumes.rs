@@ -1,32 +1,62 @@
 //! The replica volumes under `--source` / `--dest`: one subdirectory per ordinal.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::error::{MoverError, Result, io_err};
+use rustix::fs::FileType;
+use serde::Serialize;
 
-/// The ordinal subdirectories of `root`, ascending. Anything else is ignored with a
-/// warning (a `lost+found`, a stray file): only `0`, `1`, ... are replica volumes.
-pub(crate) fn ordinal_dirs(root: &Path) -> Result<Vec<(u32, PathBuf)>> {
+use crate::confined::Dir;
+use crate::error::{MoverError, Result};
+
+/// The ordinal subdirectories of `root`, ascending, each opened without following a
+/// symlink. Anything else is ignored with a warning (a `lost+found`, a stray file, a
+/// symlink): only `0`, `1`, ... are replica volumes.
+pub(crate) fn ordinal_dirs(root: &Path) -> Result<Vec<(u32, Dir)>> {
+    let root = Dir::open_trusted(root)?;
     let mut out = Vec::new();
-    for entry in fs::read_dir(root).map_err(io_err("list", root))? {
-        let entry = entry.map_err(io_err("list", root))?;
-        let path = entry.path();
-        let ordinal = entry.file_name().to_str().and_then(parse_ordinal);
-        let is_dir = entry.file_type().map_err(io_err("stat", &path))?.is_dir();
+    for name in root.names()? {
+        let ordinal = name.to_str().and_then(parse_ordinal);
+        let inode = root.lstat(&name)?;
         match ordinal {
-            Some(ordinal) if is_dir => out.push((ordinal, path)),
+            Some(ordinal) if inode.kind == FileType::Directory => {
+                out.push((ordinal, root.open_dir_as(Path::new(&name), &inode)?));
+            }
             _ => crate::warn(format!(
                 "ignoring {}: not a replica volume (a directory named by ordinal)",
-                path.display()
+                root.join(&name).display()
             )),
         }
     }
     if out.is_empty() {
-        return Err(MoverError::NoOrdinals(root.to_owned()));
+        return Err(MoverError::NoOrdinals(root.path().to_owned()));
     }
-    out.sort();
+    out.sort_by_key(|(ordinal, _)| *ordinal);
     Ok(out)
+}
+
+/// What `wipe` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct WipeOutcome {
+    /// The ordinals whose volumes were emptied.
+    pub wiped: Vec<u32>,
+    /// Files, directories and symlinks removed.
+    pub entries: u64,
+}
+
+/// Removes everything inside each ordinal volume under `dest`, keeping the volumes
+/// themselves (mount points), without following any symlink: for a deleted app, whose
+/// data must not survive for the next app of the same name.
+pub fn wipe(dest: &Path) -> Result<WipeOutcome> {
+    let volumes = ordinal_dirs(dest)?;
+    let mut entries = 0;
+    for (_, volume) in &volumes {
+        entries += volume.remove_contents()?;
+        volume.sync()?;
+    }
+    Ok(WipeOutcome {
+        wiped: volumes.iter().map(|(ordinal, _)| *ordinal).collect(),
+        entries,
+    })
 }
 
 /// `"0"`, `"1"`, ... but not `"01"` or `"+1"`: one spelling per ordinal.
