@@ -20,6 +20,11 @@ pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
 pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
 /// Label on Jobs: what the Job does (backup or restore) and why.
 pub const ACTION_LABEL: &str = "hello-stateful.example.com/action";
+/// Annotation set (to `"true"`) before deleting an app: its backups go with it.
+pub const DELETE_BACKUPS: &str = "hello-stateful.example.com/delete-backups";
+/// Annotation on a backup PersistentVolume: the uid of the namespace it was made for, so
+/// that a namespace deleted and created again by someone else never gets its backups.
+pub const NAMESPACE_UID_ANNOTATION: &str = "hello-stateful.example.com/namespace-uid";
 
 /// `app.kubernetes.io/name` of everything hellostateful makes.
 pub const APP_NAME: &str = "hellostateful";
@@ -107,17 +112,52 @@ pub fn claim(name: &str, ordinal: i32) -> String {
 }
 
 /// The static PersistentVolume of replica `ordinal`: cluster-scoped, so it carries the
-/// namespace and two same-named apps never collide.
+/// namespace. Namespaces and names are DNS labels, which hold no `.`, so the join cannot
+/// collide (`team-a/db` and `team/a-db` differ, where a `-` join would not).
 pub fn volume(namespace: &str, name: &str, ordinal: i32) -> String {
+    format!("hellostateful.{namespace}.{name}.{ordinal}")
+}
+
+/// The name hellostateful 0.1.0 gave a static volume. Such volumes are still used by the
+/// claims bound to them, and released with the app.
+pub fn legacy_volume(namespace: &str, name: &str, ordinal: i32) -> String {
     format!("hellostateful-{namespace}-{name}-{ordinal}")
 }
 
-/// The node directory of a static volume.
-pub fn volume_host_path(namespace: &str, name: &str, ordinal: i32) -> String {
+/// The node directory of a static volume. The app's uid is part of it, so data left by an
+/// earlier app of the same name (one whose namespace was deleted before its data could be
+/// wiped) is never handed to a new one.
+pub fn volume_host_path(namespace: &str, name: &str, uid: &str, ordinal: i32) -> String {
     format!(
-        "{}/{namespace}/{name}/{ordinal}",
+        "{}/{namespace}/{name}/{uid}/{ordinal}",
         crate::defaults::HOSTPATH_ROOT
     )
+}
+
+/// The claim of the app's backup directory on a node root, in the app's namespace. It has
+/// no owner: backups outlive the app (restore on re-creation, the catalog of a deleted app).
+pub fn backup_claim(name: &str) -> String {
+    format!("backups-{name}")
+}
+
+/// The static PersistentVolume of the app's backup directory `<root>/<namespace>/<name>`.
+pub fn backup_volume(namespace: &str, name: &str) -> String {
+    format!("hellostateful-backups.{namespace}.{name}")
+}
+
+/// The app's own backup directory under an allowed node root.
+pub fn backup_host_path(root: &str, namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", root.trim_end_matches('/'))
+}
+
+/// The Job that wipes the live data of an app being deleted.
+pub fn wipe_job(name: &str, uid: &str) -> String {
+    format!("wipe-{name}-{}", short_hash(uid))
+}
+
+/// The Job that deletes the backups of an app being deleted with its backups.
+pub fn purge_job(name: &str, uid: &str) -> String {
+    format!("purge-{name}-{}", short_hash(uid))
 }
 
 /// The Job of an on-demand backup: named from the token, so one token makes one Job.
@@ -159,6 +199,22 @@ mod tests {
         assert!(initial_restore_job(&name, "uid").len() <= 63);
         assert!(claim(&name, 19).len() <= 63);
         assert!(volume(&"n".repeat(63), &name, 19).len() <= 253);
+        assert!(backup_volume(&"n".repeat(63), &name).len() <= 253);
+        assert!(backup_claim(&name).len() <= 253);
+        assert!(wipe_job(&name, "uid").len() <= 63);
+        assert!(purge_job(&name, "uid").len() <= 63);
+    }
+
+    #[test]
+    fn look_alike_namespace_and_name_pairs_get_different_volumes() {
+        // DNS labels hold '-' but never '.': the join is unambiguous.
+        assert_ne!(volume("team-a", "db", 0), volume("team", "a-db", 0));
+        assert_ne!(backup_volume("team-a", "db"), backup_volume("team", "a-db"));
+        assert_eq!(
+            legacy_volume("team-a", "db", 0),
+            legacy_volume("team", "a-db", 0),
+            "the 0.1.0 names collided"
+        );
     }
 
     #[test]
@@ -176,8 +232,13 @@ mod tests {
     fn volumes_of_same_named_apps_in_two_namespaces_differ() {
         assert_ne!(volume("a", "app", 0), volume("b", "app", 0));
         assert_ne!(
-            volume_host_path("a", "app", 0),
-            volume_host_path("b", "app", 0)
+            volume_host_path("a", "app", "u", 0),
+            volume_host_path("b", "app", "u", 0)
+        );
+        assert_ne!(
+            volume_host_path("a", "app", "u1", 0),
+            volume_host_path("a", "app", "u2", 0),
+            "a re-created app never gets the data of an earlier one"
         );
     }
 }

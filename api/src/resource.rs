@@ -79,6 +79,35 @@ pub struct HelloStatefulSpec {
     /// Where backups go, how many are kept, and whether scheduled backups are paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
+
+    /// Who the app's container runs as. Default: root, which the default app needs to
+    /// write to a node directory; the container still drops every capability, runs with
+    /// seccomp RuntimeDefault and cannot escalate, so it passes Pod Security baseline. With
+    /// runAsNonRoot and a runAsUser it also passes restricted (the volume must be writable
+    /// by that user: fsGroup does this on most StorageClasses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<AppSecurityContext>,
+}
+
+/// The identity of the app's container.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AppSecurityContext {
+    /// User id of the app's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub run_as_user: Option<i64>,
+    /// Group id of the app's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub run_as_group: Option<i64>,
+    /// Group that owns the volume's files, where the volume's type supports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2147483647))]
+    pub fs_group: Option<i64>,
+    /// Refuse to start the container as uid 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
 }
 
 /// The volumes of the app: one per replica.
@@ -121,10 +150,13 @@ pub struct BackupSpec {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.hostPath) && has(self.persistentVolumeClaim))").message("backup.target takes either hostPath or persistentVolumeClaim, not both"))]
 pub struct BackupTarget {
-    /// Absolute directory on the node that holds the app's data. Default: /tmp/backup.
+    /// A node directory that holds backups: one of the backup roots the cluster admin
+    /// allows (the reconciler's --backup-roots; default /tmp/backup, the first root when
+    /// omitted). Any other path is refused, and nothing is mounted. The app's backups go to
+    /// <root>/<namespace>/<name>, which only this app's Jobs can reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 2, max = 512))]
-    #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')").message("backup.target.hostPath must be an absolute path without '..'"))]
+    #[x_kube(validation = Rule::new("self.matches('^(/[A-Za-z0-9_][-A-Za-z0-9._]*)+$')").message("backup.target.hostPath must be a clean absolute path like /tmp/backup: no '.' or '..' components, no '//', no trailing '/'"))]
     pub host_path: Option<String>,
 
     /// Name of a PersistentVolumeClaim in the app's namespace that holds the snapshots.

@@ -66,7 +66,9 @@ pub fn restore_from(value: &str) -> Result<(), SpecError> {
         && value
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_')
-        && !value.starts_with('.');
+        && !value.starts_with('.')
+        // Never an option to the mover, whatever its command line looks like.
+        && !value.starts_with('-');
     if value == "latest" || is_id {
         Ok(())
     } else {
@@ -112,7 +114,16 @@ mod tests {
         assert!(restore_from("latest").is_ok());
         assert!(restore_from("20261129T150102Z").is_ok());
         assert!(restore_from("20261129T150102Z-2").is_ok());
-        for bad in ["", "../etc", "a/b", ".hidden", "x y"] {
+        for bad in [
+            "",
+            "../etc",
+            "a/b",
+            ".hidden",
+            "x y",
+            "-x",
+            "--help",
+            "--target=/",
+        ] {
             assert!(restore_from(bad).is_err(), "{bad}");
         }
     }

@@ -1,8 +1,8 @@
 //! The desired children of an app: pure functions from the HelloStateful to the objects the
 //! reconciler applies. Nothing here talks to the API server, so every decision is unit-tested.
 
+use hellostateful_api::HelloStateful;
 use hellostateful_api::names::{self, Component};
-use hellostateful_api::{HelloStateful, ResolvedTarget};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Service};
@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Error;
+use crate::location::BackupLocation;
 
 /// Where the mover finds the app's volumes (one subdirectory per ordinal) in its Jobs.
 pub const MOVER_DATA_DIR: &str = "/data";
@@ -19,12 +20,17 @@ pub const MOVER_DATA_DIR: &str = "/data";
 pub const MOVER_TARGET_DIR: &str = "/backup";
 /// Finished Jobs are removed after a day; their result is in status by then.
 const JOB_TTL_SECONDS: i32 = 86_400;
+/// Capacity recorded on backup volumes and requested by their claims. A node directory has
+/// no size of its own; the two only have to match for the claim to bind.
+const BACKUP_VOLUME_CAPACITY: &str = "1Gi";
 
-/// What the builders need besides the app itself.
+/// What the builders need besides the app itself: the cluster admin's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Image of the data mover (the reconciler's own image).
     pub mover_image: String,
+    /// Node directories that may hold backups; the first is the default.
+    pub backup_roots: Vec<String>,
 }
 
 /// The app's identity, checked once: namespace, name, uid and owner reference.
@@ -32,6 +38,7 @@ pub struct AppRef<'a> {
     pub app: &'a HelloStateful,
     pub namespace: String,
     pub name: String,
+    pub uid: String,
     owner: OwnerReference,
 }
 
@@ -48,6 +55,7 @@ impl<'a> AppRef<'a> {
             app,
             namespace,
             name: app.name_any(),
+            uid: owner.uid.clone(),
             owner,
         })
     }
@@ -110,7 +118,7 @@ pub fn volume(app: &AppRef, ordinal: i32, node: &str) -> Result<PersistentVolume
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
             "hostPath": {
-                "path": names::volume_host_path(&app.namespace, &app.name, ordinal),
+                "path": names::volume_host_path(&app.namespace, &app.name, &app.uid, ordinal),
                 "type": "DirectoryOrCreate",
             },
             "claimRef": {
@@ -122,6 +130,68 @@ pub fn volume(app: &AppRef, ordinal: i32, node: &str) -> Result<PersistentVolume
             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
             ]}]}},
+        },
+    }))
+}
+
+/// The static volume of the app's backup directory `<root>/<namespace>/<name>`, pinned to
+/// `node` and pre-bound to the app's backup claim: the only way a mover pod reaches the node
+/// root, and it reaches this app's directory only. It records the namespace's uid, so that a
+/// namespace deleted and created again under the same name never inherits it.
+pub fn backup_volume(
+    app: &AppRef,
+    root: &str,
+    node: &str,
+    namespace_uid: &str,
+) -> Result<PersistentVolume, Error> {
+    let mut labels = names::labels(&app.name, Component::Backup);
+    labels.insert(names::NAMESPACE_LABEL.to_string(), app.namespace.clone());
+    build(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": names::backup_volume(&app.namespace, &app.name),
+            "labels": labels,
+            "annotations": {names::NAMESPACE_UID_ANNOTATION: namespace_uid},
+        },
+        "spec": {
+            "capacity": {"storage": BACKUP_VOLUME_CAPACITY},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {
+                "path": names::backup_host_path(root, &app.namespace, &app.name),
+                "type": "DirectoryOrCreate",
+            },
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": app.namespace,
+                "name": names::backup_claim(&app.name),
+            },
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
+            ]}]}},
+        },
+    }))
+}
+
+/// The claim of the app's backup directory. No owner reference: backups outlive the app
+/// (restore on re-creation, the catalog of a deleted app) until `delete --delete-backups`.
+pub fn backup_claim(app: &AppRef) -> Result<PersistentVolumeClaim, Error> {
+    build(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": names::backup_claim(&app.name),
+            "namespace": app.namespace,
+            "labels": names::labels(&app.name, Component::Backup),
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": names::backup_volume(&app.namespace, &app.name),
+            "resources": {"requests": {"storage": BACKUP_VOLUME_CAPACITY}},
         },
     }))
 }
@@ -188,6 +258,8 @@ pub fn statefulset(
                 "spec": {
                     "terminationGracePeriodSeconds": 5,
                     "automountServiceAccountToken": false,
+                    "enableServiceLinks": false,
+                    "securityContext": app_pod_security(app),
                     "containers": [{
                         "name": "app",
                         "image": spec.image(),
@@ -207,6 +279,25 @@ pub fn statefulset(
     }))
 }
 
+/// The app pod's identity: the spec's choice, always with seccomp RuntimeDefault.
+fn app_pod_security(app: &AppRef) -> Value {
+    let mut context = json!({"seccompProfile": {"type": "RuntimeDefault"}});
+    if let Some(chosen) = &app.app.spec.security_context {
+        let fields = [
+            ("runAsUser", chosen.run_as_user.map(Value::from)),
+            ("runAsGroup", chosen.run_as_group.map(Value::from)),
+            ("fsGroup", chosen.fs_group.map(Value::from)),
+            ("runAsNonRoot", chosen.run_as_non_root.map(Value::from)),
+        ];
+        for (key, value) in fields {
+            if let Some(value) = value {
+                context[key] = value;
+            }
+        }
+    }
+    context
+}
+
 /// What a mover Job does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MoverTask {
@@ -215,6 +306,10 @@ pub enum MoverTask {
     /// Restore the snapshot `from` (`latest` or an id). With `if_exists`, a missing backup
     /// is not an error (a newly created app starts fresh).
     Restore { from: String, if_exists: bool },
+    /// Empty every replica's volume: the app is being deleted.
+    Wipe,
+    /// Delete every snapshot of the app: it is being deleted with its backups.
+    Purge,
 }
 
 impl MoverTask {
@@ -222,82 +317,96 @@ impl MoverTask {
         match self {
             MoverTask::Backup => Component::Backup,
             MoverTask::Restore { .. } => Component::Restore,
+            // Cleanup of a deleted app: neither a backup nor a restore to report.
+            MoverTask::Wipe | MoverTask::Purge => Component::Storage,
         }
     }
 
+    /// Whether the Job mounts the app's volumes, and whether it writes to them.
+    fn data_access(&self) -> Option<bool> {
+        match self {
+            MoverTask::Backup => Some(false),
+            MoverTask::Restore { .. } | MoverTask::Wipe => Some(true),
+            MoverTask::Purge => None,
+        }
+    }
+
+    /// The mover's command line. Values go in `--flag=value` form, so that none of them,
+    /// whatever a tenant wrote, can be taken for an option.
     fn args(&self, app: &AppRef) -> Vec<String> {
         let mut args: Vec<String> = match self {
             MoverTask::Backup => vec![
                 "backup".into(),
-                "--source".into(),
-                MOVER_DATA_DIR.into(),
-                "--keep-last".into(),
-                app.app.spec.keep_last().to_string(),
+                format!("--source={MOVER_DATA_DIR}"),
+                format!("--keep-last={}", app.app.spec.keep_last()),
             ],
             MoverTask::Restore { from, if_exists } => {
                 let mut args = vec![
                     "restore".into(),
-                    "--dest".into(),
-                    MOVER_DATA_DIR.into(),
-                    "--from".into(),
-                    from.clone(),
+                    format!("--dest={MOVER_DATA_DIR}"),
+                    format!("--from={from}"),
                 ];
                 if *if_exists {
                     args.push("--if-exists".into());
                 }
                 args
             }
+            MoverTask::Wipe => vec!["wipe".into(), format!("--dest={MOVER_DATA_DIR}")],
+            MoverTask::Purge => vec!["purge".into()],
         };
-        args.extend([
-            "--target".into(),
-            MOVER_TARGET_DIR.into(),
-            "--namespace".into(),
-            app.namespace.clone(),
-            "--name".into(),
-            app.name.clone(),
-            "--termination-log".into(),
-            "/dev/termination-log".into(),
-        ]);
+        if !matches!(self, MoverTask::Wipe) {
+            args.extend([
+                format!("--target={MOVER_TARGET_DIR}"),
+                format!("--namespace={}", app.namespace),
+                format!("--name={}", app.name),
+            ]);
+        }
+        args.push("--termination-log=/dev/termination-log".into());
         args
     }
 }
 
-/// The spec of a mover Job: the app's claims at /data/<ordinal>, the target at /backup.
-fn mover_job_spec(app: &AppRef, task: &MoverTask, settings: &Settings) -> Value {
-    let read_only = matches!(task, MoverTask::Backup);
-    let mut volumes: Vec<Value> = app
-        .ordinals()
-        .map(|ordinal| {
-            json!({
+/// The spec of a mover Job: the app's claims at /data/<ordinal>, and the backup location:
+/// the app's own backup claim at /backup/<namespace>/<name> (so the mover finds its usual
+/// layout and sees nothing else of the node root), or the tenant's claim at /backup.
+fn mover_job_spec(
+    app: &AppRef,
+    task: &MoverTask,
+    location: &BackupLocation,
+    settings: &Settings,
+) -> Value {
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if let Some(writes) = task.data_access() {
+        for ordinal in app.ordinals() {
+            volumes.push(json!({
                 "name": format!("data-{ordinal}"),
-                "persistentVolumeClaim": {"claimName": names::claim(&app.name, ordinal), "readOnly": read_only},
-            })
-        })
-        .collect();
-    let mut mounts: Vec<Value> = app
-        .ordinals()
-        .map(|ordinal| {
-            json!({
+                "persistentVolumeClaim": {"claimName": names::claim(&app.name, ordinal), "readOnly": !writes},
+            }));
+            mounts.push(json!({
                 "name": format!("data-{ordinal}"),
                 "mountPath": format!("{MOVER_DATA_DIR}/{ordinal}"),
-                "readOnly": read_only,
-            })
-        })
-        .collect();
-    volumes.push(match app.app.spec.backup_target() {
-        ResolvedTarget::HostPath(path) => {
-            json!({"name": "target", "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
+                "readOnly": !writes,
+            }));
         }
-        ResolvedTarget::Claim(claim) => {
-            json!({"name": "target", "persistentVolumeClaim": {"claimName": claim}})
-        }
-    });
-    mounts.push(json!({"name": "target", "mountPath": MOVER_TARGET_DIR}));
+    }
+    if !matches!(task, MoverTask::Wipe) {
+        let (claim, mount_path) = match location {
+            BackupLocation::NodeRoot(_) => (
+                names::backup_claim(&app.name),
+                format!("{MOVER_TARGET_DIR}/{}/{}", app.namespace, app.name),
+            ),
+            BackupLocation::Claim(claim) => (claim.clone(), MOVER_TARGET_DIR.to_string()),
+        };
+        volumes.push(json!({"name": "target", "persistentVolumeClaim": {"claimName": claim}}));
+        mounts.push(json!({"name": "target", "mountPath": mount_path}));
+    }
+    let retried = matches!(task, MoverTask::Restore { .. });
     let component = task.component();
     json!({
         // A restore is retried so that an interrupted swap is rolled forward; a failure the
         // mover calls permanent (bad input, a missing or damaged backup) fails at once.
-        "backoffLimit": if read_only { 1 } else { 3 },
+        "backoffLimit": if retried { 3 } else { 1 },
         "podFailurePolicy": {"rules": [{
             "action": "FailJob",
             "onExitCodes": {
@@ -312,7 +421,9 @@ fn mover_job_spec(app: &AppRef, task: &MoverTask, settings: &Settings) -> Value 
             "spec": {
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": false,
+                "enableServiceLinks": false,
                 "terminationGracePeriodSeconds": 30,
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "mover",
                     "image": settings.mover_image,
@@ -320,15 +431,20 @@ fn mover_job_spec(app: &AppRef, task: &MoverTask, settings: &Settings) -> Value 
                     "args": task.args(app),
                     "terminationMessagePolicy": "FallbackToLogsOnError",
                     "volumeMounts": mounts,
-                    // Root, to read and restore files of any owner, but only the file
-                    // capabilities that needs.
+                    "resources": {
+                        "requests": {"cpu": "50m", "memory": "64Mi"},
+                        "limits": {"memory": "1Gi"},
+                    },
+                    // Root, to read and restore files of any owner, with only the file
+                    // capabilities that needs, all within Pod Security baseline
+                    // (DAC_OVERRIDE already reads and searches every directory).
                     "securityContext": {
                         "runAsUser": 0,
                         "allowPrivilegeEscalation": false,
                         "readOnlyRootFilesystem": true,
                         "capabilities": {
                             "drop": ["ALL"],
-                            "add": ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID"],
+                            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"],
                         },
                     },
                 }],
@@ -344,11 +460,12 @@ pub fn mover_job(
     job_name: &str,
     task: &MoverTask,
     reason: &str,
+    location: &BackupLocation,
     settings: &Settings,
 ) -> Result<Job, Error> {
     let mut metadata = app.metadata(job_name, task.component());
     metadata["labels"][names::ACTION_LABEL] = json!(reason);
-    let spec: JobSpec = build(mover_job_spec(app, task, settings))?;
+    let spec: JobSpec = build(mover_job_spec(app, task, location, settings))?;
     let mut job: Job =
         build(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}))?;
     job.spec = Some(spec);
@@ -356,7 +473,12 @@ pub fn mover_job(
 }
 
 /// The CronJob of scheduled backups.
-pub fn cronjob(app: &AppRef, schedule: &str, settings: &Settings) -> Result<CronJob, Error> {
+pub fn cronjob(
+    app: &AppRef,
+    schedule: &str,
+    location: &BackupLocation,
+    settings: &Settings,
+) -> Result<CronJob, Error> {
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
     build(json!({
@@ -372,7 +494,7 @@ pub fn cronjob(app: &AppRef, schedule: &str, settings: &Settings) -> Result<Cron
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
                 "metadata": {"labels": job_labels},
-                "spec": mover_job_spec(app, &MoverTask::Backup, settings),
+                "spec": mover_job_spec(app, &MoverTask::Backup, location, settings),
             },
         },
     }))
@@ -419,6 +541,59 @@ mod tests {
     fn settings() -> Settings {
         Settings {
             mover_image: "hellostateful-reconciler:test".into(),
+            backup_roots: vec!["/tmp/backup".into()],
+        }
+    }
+
+    fn node_root() -> BackupLocation {
+        BackupLocation::NodeRoot("/tmp/backup".into())
+    }
+
+    /// Every volume of a pod is a claim, and every container stays within Pod Security
+    /// baseline: no hostPath, no privilege, capabilities from baseline's list only.
+    fn assert_baseline(pod: &k8s_openapi::api::core::v1::PodSpec) {
+        const BASELINE_CAPS: [&str; 13] = [
+            "AUDIT_WRITE",
+            "CHOWN",
+            "DAC_OVERRIDE",
+            "FOWNER",
+            "FSETID",
+            "KILL",
+            "MKNOD",
+            "NET_BIND_SERVICE",
+            "SETFCAP",
+            "SETGID",
+            "SETPCAP",
+            "SETUID",
+            "SYS_CHROOT",
+        ];
+        for volume in pod.volumes.iter().flatten() {
+            assert!(
+                volume.host_path.is_none(),
+                "hostPath volume {}",
+                volume.name
+            );
+        }
+        assert_eq!(pod.host_network, None);
+        assert_eq!(pod.host_pid, None);
+        let seccomp = pod
+            .security_context
+            .as_ref()
+            .and_then(|c| c.seccomp_profile.as_ref())
+            .map(|p| p.type_.as_str());
+        assert_eq!(seccomp, Some("RuntimeDefault"));
+        for container in &pod.containers {
+            let context = container
+                .security_context
+                .as_ref()
+                .expect("securityContext");
+            assert_eq!(context.privileged, None);
+            assert_eq!(context.allow_privilege_escalation, Some(false));
+            let caps = context.capabilities.as_ref().expect("capabilities");
+            assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_string()][..]));
+            for added in caps.add.iter().flatten() {
+                assert!(BASELINE_CAPS.contains(&added.as_str()), "{added}");
+            }
         }
     }
 
@@ -429,7 +604,8 @@ mod tests {
         let sts = statefulset(&app, 2, None).expect("sts");
         let spec = sts.spec.expect("spec");
         assert_eq!(spec.replicas, Some(2));
-        let container = &spec.template.spec.expect("pod").containers[0];
+        let pod = spec.template.spec.expect("pod");
+        let container = &pod.containers[0];
         assert_eq!(container.image.as_deref(), Some("busybox:1.36"));
         assert!(
             container.command.as_ref().expect("command")[2]
@@ -441,6 +617,24 @@ mod tests {
         let owner = &sts.metadata.owner_references.expect("owner")[0];
         assert_eq!(owner.uid, "uid-1");
         assert_eq!(owner.controller, Some(true));
+        assert_baseline(&pod);
+    }
+
+    #[test]
+    fn the_app_runs_as_the_spec_says_and_passes_restricted_when_asked() {
+        let app = app(
+            json!({"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "runAsNonRoot": true}}),
+        );
+        let app = AppRef::new(&app).expect("app");
+        let sts = statefulset(&app, 1, None).expect("sts");
+        let pod = sts.spec.expect("spec").template.spec.expect("pod");
+        let context = pod.security_context.as_ref().expect("context");
+        assert_eq!(context.run_as_user, Some(1000));
+        assert_eq!(context.run_as_group, Some(1000));
+        assert_eq!(context.fs_group, Some(1000));
+        assert_eq!(context.run_as_non_root, Some(true));
+        let container = pod.containers[0].security_context.as_ref().expect("c");
+        assert_eq!(container.capabilities.as_ref().expect("caps").add, None);
     }
 
     #[test]
@@ -469,7 +663,7 @@ mod tests {
         let pv = volume(&app, 0, "node-a").expect("pv");
         assert_eq!(
             pv.metadata.name.as_deref(),
-            Some("hellostateful-ns1-hello-0")
+            Some("hellostateful.ns1.hello.0")
         );
         assert!(
             pv.metadata.owner_references.is_none(),
@@ -483,7 +677,7 @@ mod tests {
         );
         assert_eq!(
             spec.host_path.expect("hostPath").path,
-            "/tmp/hostpath-provisioner/ns1/hello/0"
+            "/tmp/hostpath-provisioner/ns1/hello/uid-1/0"
         );
         let claim_ref = spec.claim_ref.expect("claimRef");
         assert_eq!(claim_ref.name.as_deref(), Some("data-hello-0"));
@@ -492,7 +686,7 @@ mod tests {
         let pvc_spec = pvc.spec.expect("spec");
         assert_eq!(
             pvc_spec.volume_name.as_deref(),
-            Some("hellostateful-ns1-hello-0")
+            Some("hellostateful.ns1.hello.0")
         );
         assert_eq!(pvc_spec.storage_class_name.as_deref(), Some(""));
     }
@@ -507,7 +701,39 @@ mod tests {
     }
 
     #[test]
-    fn backup_job_mounts_every_replica_read_only_and_the_target() {
+    fn backup_volume_is_the_apps_own_directory_prebound_to_its_claim() {
+        let app = app(json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let pv = backup_volume(&app, "/tmp/backup", "node-a", "ns-uid").expect("pv");
+        assert_eq!(
+            pv.metadata.name.as_deref(),
+            Some("hellostateful-backups.ns1.hello")
+        );
+        assert_eq!(
+            pv.metadata.annotations.as_ref().expect("annotations")[names::NAMESPACE_UID_ANNOTATION],
+            "ns-uid"
+        );
+        assert_eq!(volume_node(&pv).as_deref(), Some("node-a"));
+        let spec = pv.spec.expect("spec");
+        assert_eq!(
+            spec.host_path.expect("hostPath").path,
+            "/tmp/backup/ns1/hello"
+        );
+        let claim_ref = spec.claim_ref.expect("claimRef");
+        assert_eq!(claim_ref.name.as_deref(), Some("backups-hello"));
+        let claim = backup_claim(&app).expect("claim");
+        assert!(
+            claim.metadata.owner_references.is_none(),
+            "backups outlive the app"
+        );
+        assert_eq!(
+            claim.spec.expect("spec").volume_name.as_deref(),
+            Some("hellostateful-backups.ns1.hello")
+        );
+    }
+
+    #[test]
+    fn backup_job_mounts_every_replica_read_only_and_only_its_own_backup_claim() {
         let app = app(json!({"replicas": 2, "backup": {"retention": {"keepLast": 3}}}));
         let app = AppRef::new(&app).expect("app");
         let job = mover_job(
@@ -515,17 +741,18 @@ mod tests {
             "backup-hello-1",
             &MoverTask::Backup,
             "requested",
+            &node_root(),
             &settings(),
         )
         .expect("job");
         let pod = job.spec.expect("spec").template.spec.expect("pod");
+        assert_baseline(&pod);
         let container = &pod.containers[0];
         let args = container.args.as_ref().expect("args").join(" ");
-        assert!(
-            args.starts_with("backup --source /data --keep-last 3 --target /backup"),
-            "{args}"
+        assert_eq!(
+            args,
+            "backup --source=/data --keep-last=3 --target=/backup --namespace=ns1 --name=hello --termination-log=/dev/termination-log"
         );
-        assert!(args.contains("--namespace ns1 --name hello"), "{args}");
         let mounts = container.volume_mounts.as_ref().expect("mounts");
         let paths: Vec<_> = mounts
             .iter()
@@ -536,13 +763,17 @@ mod tests {
             [
                 ("/data/0", Some(true)),
                 ("/data/1", Some(true)),
-                ("/backup", None)
+                ("/backup/ns1/hello", None)
             ]
         );
         let target = &pod.volumes.as_ref().expect("volumes")[2];
         assert_eq!(
-            target.host_path.as_ref().expect("hostPath").path,
-            "/tmp/backup"
+            target
+                .persistent_volume_claim
+                .as_ref()
+                .expect("claim")
+                .claim_name,
+            "backups-hello"
         );
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
     }
@@ -555,16 +786,26 @@ mod tests {
             from: "latest".into(),
             if_exists: true,
         };
-        let job = mover_job(&app, "restore-hello-1", &task, "created", &settings()).expect("job");
+        let location = BackupLocation::Claim("backups".into());
+        let job = mover_job(
+            &app,
+            "restore-hello-1",
+            &task,
+            "created",
+            &location,
+            &settings(),
+        )
+        .expect("job");
         let spec = job.spec.expect("spec");
         assert_eq!(spec.backoff_limit, Some(3));
         let rule = &spec.pod_failure_policy.as_ref().expect("policy").rules[0];
         assert_eq!(rule.action, "FailJob");
         assert_eq!(rule.on_exit_codes.as_ref().expect("codes").values, [3]);
         let pod = spec.template.spec.expect("pod");
+        assert_baseline(&pod);
         let args = pod.containers[0].args.as_ref().expect("args").join(" ");
         assert!(
-            args.starts_with("restore --dest /data --from latest --if-exists"),
+            args.starts_with("restore --dest=/data --from=latest --if-exists"),
             "{args}"
         );
         let target = &pod.volumes.as_ref().expect("volumes")[1];
@@ -579,10 +820,72 @@ mod tests {
     }
 
     #[test]
+    fn an_option_like_restore_source_stays_a_value() {
+        let app = app(json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let task = MoverTask::Restore {
+            from: "--target=/".into(),
+            if_exists: false,
+        };
+        let args = task.args(&app);
+        assert!(args.contains(&"--from=--target=/".to_string()), "{args:?}");
+        assert!(!args.iter().any(|a| a == "--target=/"), "{args:?}");
+    }
+
+    #[test]
+    fn wipe_mounts_only_the_apps_volumes_and_purge_only_its_backups() {
+        let app = app(json!({"replicas": 2}));
+        let app = AppRef::new(&app).expect("app");
+        let pod_of = |task: &MoverTask| {
+            mover_job(&app, "j", task, "deleted", &node_root(), &settings())
+                .expect("job")
+                .spec
+                .expect("spec")
+                .template
+                .spec
+                .expect("pod")
+        };
+        let wipe = pod_of(&MoverTask::Wipe);
+        assert_baseline(&wipe);
+        let claims: Vec<_> = wipe
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .expect("claim")
+                    .claim_name
+                    .as_str()
+            })
+            .collect();
+        assert_eq!(claims, ["data-hello-0", "data-hello-1"]);
+        assert_eq!(
+            wipe.containers[0].args.as_ref().expect("args")[..2],
+            ["wipe".to_string(), "--dest=/data".to_string()]
+        );
+        let purge = pod_of(&MoverTask::Purge);
+        assert_baseline(&purge);
+        let claims: Vec<_> = purge
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .expect("claim")
+                    .claim_name
+                    .as_str()
+            })
+            .collect();
+        assert_eq!(claims, ["backups-hello"]);
+    }
+
+    #[test]
     fn cronjob_forbids_overlap_and_follows_suspend() {
         let app = app(json!({"backup": {"suspend": true}}));
         let app = AppRef::new(&app).expect("app");
-        let cron = cronjob(&app, "*/5 * * * *", &settings()).expect("cron");
+        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings()).expect("cron");
         assert_eq!(cron.metadata.name.as_deref(), Some("backup-hello"));
         let spec = cron.spec.expect("spec");
         assert_eq!(spec.schedule, "*/5 * * * *");

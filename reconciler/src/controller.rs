@@ -16,7 +16,9 @@ use hellostateful_api::{
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -35,6 +37,7 @@ use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
 use crate::jobs::{self, JobState};
+use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
 
 /// How often an app that needs nothing is looked at again. Also the bound on how late an
@@ -54,6 +57,8 @@ const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long deletion waits for its wipe or purge Job in one pass before it tries again.
+const CLEANUP_JOB_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// What every reconcile pass shares.
 pub struct Context {
@@ -235,30 +240,202 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
     write_status(ctx, app, &old, status).await
 }
 
-/// Removes what owner references cannot: the cluster-scoped volumes. Their data, and every
-/// backup, stay on the node.
+/// Deletion: stop the app, wipe its live data (so that nothing of it survives for the next
+/// app of this name), delete its backups if asked, then release what owner references
+/// cannot: the cluster-scoped volumes. Backups stay unless the app carries the
+/// delete-backups annotation.
 async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
     let app_ref = AppRef::new(&app)?;
     stop_app(&ctx, &app_ref).await?;
-    let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
-    for volume in app_volumes(&ctx, &app_ref).await? {
+    // A namespace being deleted accepts no new Job: the data then stays on the node, under
+    // a directory named by this app's uid that no later app is given.
+    let terminating = Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(&app_ref.namespace)
+        .await?
+        .is_none_or(|ns| {
+            ns.metadata.deletion_timestamp.is_some()
+                || ns.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
+        });
+    let volumes = app_volumes(&ctx, &app_ref).await?;
+    let mut notes = Vec::new();
+    if app.spec.storage_class().is_none() && !volumes.is_empty() {
+        notes.push(wipe_live_data(&ctx, &app_ref, terminating, &volumes).await?);
+    }
+    let location = location::resolve(&app.spec, &ctx.settings.backup_roots)
+        .unwrap_or_else(|_| BackupLocation::NodeRoot(String::new()));
+    let delete_backups = app
+        .annotations()
+        .get(names::DELETE_BACKUPS)
+        .is_some_and(|v| v == "true");
+    notes.push(if delete_backups {
+        purge_backups(&ctx, &app_ref, terminating, &location).await?
+    } else {
+        format!(
+            "backups are kept in {}",
+            describe_location(&app_ref, &location)
+        )
+    });
+    let volume_api = Api::<PersistentVolume>::all(ctx.client.clone());
+    for volume in volumes {
         if volume.metadata.deletion_timestamp.is_none() {
-            volumes
+            volume_api
                 .delete(&volume.name_any(), &DeleteParams::default())
                 .await?;
         }
     }
-    let target = match app.spec.backup_target() {
-        hellostateful_api::ResolvedTarget::HostPath(path) => format!("node directory {path}"),
-        hellostateful_api::ResolvedTarget::Claim(claim) => format!("claim {claim}"),
-    };
-    let note = format!(
-        "volumes released; backups are kept in {target} under {}/{}",
-        app_ref.namespace, app_ref.name
-    );
+    let note = format!("volumes released; {}", notes.join("; "));
     info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
     publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
     Ok(Action::await_change())
+}
+
+/// Where the app's backups live, in words.
+fn describe_location(app: &AppRef<'_>, location: &BackupLocation) -> String {
+    match location {
+        BackupLocation::NodeRoot(root) => format!(
+            "node directory {} (claim {})",
+            names::backup_host_path(root, &app.namespace, &app.name),
+            names::backup_claim(&app.name)
+        ),
+        BackupLocation::Claim(claim) => {
+            format!("claim {claim} under {}/{}", app.namespace, app.name)
+        }
+    }
+}
+
+/// Empties the app's static volumes with a Job that mounts its claims. Returns what
+/// happened, for the Deleted event; a failed wipe does not block deletion (the directory is
+/// named by the app's uid, so no later app gets it) but is reported.
+async fn wipe_live_data(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    terminating: bool,
+    volumes: &[PersistentVolume],
+) -> Result<String, Error> {
+    let paths = volumes
+        .iter()
+        .filter_map(|v| Some(v.spec.as_ref()?.host_path.as_ref()?.path.clone()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if terminating {
+        let message = format!(
+            "live data not wiped: namespace {} is being deleted and accepts no Job; it stays in {paths}, which no later app is given",
+            app.namespace
+        );
+        warn!(app = %app.name, namespace = %app.namespace, "{message}");
+        return Ok(message);
+    }
+    let job_name = names::wipe_job(&app.name, &app.uid);
+    let placeholder = BackupLocation::NodeRoot(String::new());
+    match run_cleanup_job(ctx, app, &job_name, &MoverTask::Wipe, &placeholder).await? {
+        JobState::Succeeded => Ok(format!("live data wiped ({paths})")),
+        state => {
+            let message = format!(
+                "live data in {paths} could not be wiped by Job {job_name} ({state:?}); no later app is given it"
+            );
+            publish(
+                ctx,
+                app.app,
+                EventType::Warning,
+                "WipeFailed",
+                "Delete",
+                &message,
+            )
+            .await;
+            Ok(message)
+        }
+    }
+}
+
+/// Deletes every snapshot of the app, then its backup claim and volume. If the purge
+/// fails, the backups and the claim stay, and the event says so.
+async fn purge_backups(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    terminating: bool,
+    location: &BackupLocation,
+) -> Result<String, Error> {
+    let place = describe_location(app, location);
+    let claim = match location {
+        BackupLocation::NodeRoot(_) => names::backup_claim(&app.name),
+        BackupLocation::Claim(claim) => claim.clone(),
+    };
+    let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &app.namespace);
+    if terminating || claims.get_opt(&claim).await?.is_none() {
+        return Ok(format!(
+            "backups not deleted: no Job can reach {place} now; they stay"
+        ));
+    }
+    let job_name = names::purge_job(&app.name, &app.uid);
+    match run_cleanup_job(ctx, app, &job_name, &MoverTask::Purge, location).await? {
+        JobState::Succeeded => {}
+        state => {
+            let message =
+                format!("backups in {place} were not deleted: Job {job_name} ended {state:?}");
+            publish(
+                ctx,
+                app.app,
+                EventType::Warning,
+                "PurgeFailed",
+                "Delete",
+                &message,
+            )
+            .await;
+            return Ok(message);
+        }
+    }
+    if matches!(location, BackupLocation::NodeRoot(_)) {
+        let backup_claim = names::backup_claim(&app.name);
+        if let Some(found) = claims.get_opt(&backup_claim).await?
+            && found.metadata.deletion_timestamp.is_none()
+        {
+            claims
+                .delete(&backup_claim, &DeleteParams::default())
+                .await?;
+        }
+        let volume = names::backup_volume(&app.namespace, &app.name);
+        let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
+        if let Some(found) = volumes.get_opt(&volume).await?
+            && found.metadata.deletion_timestamp.is_none()
+        {
+            volumes.delete(&volume, &DeleteParams::default()).await?;
+        }
+    }
+    Ok(format!("backups in {place} deleted"))
+}
+
+/// Runs a wipe or purge Job of an app being deleted, and waits a while for its end.
+async fn run_cleanup_job(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    job_name: &str,
+    task: &MoverTask,
+    location: &BackupLocation,
+) -> Result<JobState, Error> {
+    let jobs = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
+    if jobs.get_opt(job_name).await?.is_none() {
+        let job = children::mover_job(app, job_name, task, "deleted", location, &ctx.settings)?;
+        match jobs.create(&PostParams::default(), &job).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let deadline = Instant::now() + CLEANUP_JOB_TIMEOUT;
+    loop {
+        if let Some(job) = jobs.get_opt(job_name).await? {
+            match jobs::state(&job) {
+                JobState::Running => {}
+                finished => return Ok(finished),
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Waiting(format!(
+                "Job {job_name} of the app's deletion is still running"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Deletes the StatefulSet and waits for its pods to be gone. The garbage collector
@@ -322,6 +499,8 @@ struct Pass<'a> {
     app: &'a AppRef<'a>,
     status: HelloStatefulStatus,
     notes: Vec<Note>,
+    /// Where backups go, once the spec's choice has been checked against the settings.
+    location: Option<BackupLocation>,
 }
 
 impl Pass<'_> {
@@ -368,7 +547,11 @@ impl Pass<'_> {
 
     /// Creates a mover Job.
     async fn start_job(&mut self, name: &str, task: &MoverTask, reason: &str) -> Result<(), Error> {
-        let job = children::mover_job(self.app, name, task, reason, &self.ctx.settings)?;
+        let location = self
+            .location
+            .as_ref()
+            .ok_or(Error::MissingField("an allowed backup location"))?;
+        let job = children::mover_job(self.app, name, task, reason, location, &self.ctx.settings)?;
         match self.api::<Job>().create(&PostParams::default(), &job).await {
             Ok(_) => Ok(()),
             // Made by an earlier pass whose status write was lost: the Job is the truth.
@@ -469,6 +652,7 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         app: &app_ref,
         status: old.clone(),
         notes: Vec::new(),
+        location: None,
     };
     pass.status.observed_generation = app.metadata.generation;
     let action = converge(&mut pass).await;
@@ -503,19 +687,46 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
 
+    let location = match location::resolve(spec, &pass.ctx.settings.backup_roots) {
+        Ok(location) => location,
+        Err(error) => {
+            let message = error.to_string();
+            if pass
+                .conditions()
+                .set(conditions::READY, false, "BackupTargetRefused", &message)
+            {
+                pass.note(
+                    EventType::Warning,
+                    "BackupTargetRefused",
+                    "Validate",
+                    message,
+                );
+            }
+            return Ok(Action::await_change());
+        }
+    };
+    pass.location = Some(location.clone());
+
     // Storage: static volumes pinned to the node that holds the data, then the claims.
-    if spec.storage_class().is_none() {
+    let claims = pass.api::<PersistentVolumeClaim>();
+    let mut observed_claims = Vec::new();
+    for ordinal in app.ordinals() {
+        observed_claims.push(claims.get_opt(&names::claim(&app.name, ordinal)).await?);
+    }
+    let node = if spec.storage_class().is_none() {
         let volumes = app_volumes(pass.ctx, app).await?;
         let Some(node) = data_node(pass, &volumes).await? else {
-            let message = "no Ready, schedulable node to hold the app's data".to_string();
-            pass.conditions()
-                .set(conditions::READY, false, "NoNode", &message);
-            return Ok(Action::requeue(WAIT * 5));
+            return no_node(pass);
         };
-        pass.status.node_name = Some(node.clone());
         let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
-        for ordinal in app.ordinals() {
-            let name = names::volume(&app.namespace, &app.name, ordinal);
+        for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
+            // A claim made by 0.1.0 is bound to a volume of the old name: keep using it.
+            let bound_to = claim
+                .as_ref()
+                .and_then(|c| c.spec.as_ref()?.volume_name.clone());
+            let name = bound_to
+                .filter(|bound| volumes.iter().any(|v| &v.name_any() == bound))
+                .unwrap_or_else(|| names::volume(&app.namespace, &app.name, ordinal));
             match volumes.iter().find(|v| v.name_any() == name) {
                 Some(old) if old.metadata.deletion_timestamp.is_some() => {
                     return waiting(
@@ -538,19 +749,19 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
                 }
             }
         }
+        Some(node)
     } else {
-        pass.status.node_name = None;
-    }
-    let claims = pass.api::<PersistentVolumeClaim>();
-    for ordinal in app.ordinals() {
-        let name = names::claim(&app.name, ordinal);
-        match claims.get_opt(&name).await? {
+        None
+    };
+    for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
+        match claim {
             Some(old) if old.metadata.deletion_timestamp.is_some() => {
                 return waiting(
                     pass,
                     "OldClaimReleasing",
                     format!(
-                        "waiting for PersistentVolumeClaim {name} of an earlier app of this name to be deleted"
+                        "waiting for PersistentVolumeClaim {} of an earlier app of this name to be deleted",
+                        names::claim(&app.name, ordinal)
                     ),
                 );
             }
@@ -559,6 +770,26 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             None => {
                 pass.apply(&children::claim(app, ordinal)?, None).await?;
             }
+        }
+    }
+    match &node {
+        Some(_) => pass.status.node_name = node.clone(),
+        None if !matches!(location, BackupLocation::NodeRoot(_)) => pass.status.node_name = None,
+        // Dynamic volumes with node-directory backups: status keeps the backups' node.
+        None => {}
+    }
+    if let BackupLocation::NodeRoot(root) = &location {
+        // Dynamic volumes with node-directory backups: the backups still need one node.
+        let node = match node {
+            Some(node) => node,
+            None => match data_node(pass, &[]).await? {
+                Some(node) => node,
+                None => return no_node(pass),
+            },
+        };
+        pass.status.node_name = Some(node.clone());
+        if let Some(action) = backup_storage(pass, root, &node).await? {
+            return Ok(action);
         }
     }
     pass.status.backend_volumes = app.claims();
@@ -678,6 +909,129 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             .as_ref()
             .is_some_and(|r| !r.phase.is_final());
     Ok(Action::requeue(if busy { WAIT } else { RESYNC }))
+}
+
+fn no_node(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let message = "no Ready, schedulable node to hold the app's data".to_string();
+    pass.conditions()
+        .set(conditions::READY, false, "NoNode", &message);
+    Ok(Action::requeue(WAIT * 5))
+}
+
+/// The app's backup directory under a node root: a static volume pre-bound to a claim in
+/// the app's namespace. Returns an action when the app must wait or is refused.
+async fn backup_storage(
+    pass: &mut Pass<'_>,
+    root: &str,
+    node: &str,
+) -> Result<Option<Action>, Error> {
+    let app = pass.app;
+    let client = pass.ctx.client.clone();
+    let volume_api = Api::<PersistentVolume>::all(client.clone());
+    let claim_api = pass.api::<PersistentVolumeClaim>();
+    let volume_name = names::backup_volume(&app.namespace, &app.name);
+    let claim_name = names::backup_claim(&app.name);
+    let path = names::backup_host_path(root, &app.namespace, &app.name);
+    let namespace_uid = Api::<Namespace>::all(client)
+        .get(&app.namespace)
+        .await?
+        .uid()
+        .unwrap_or_default();
+    let (volume, claim) = tokio::try_join!(
+        volume_api.get_opt(&volume_name),
+        claim_api.get_opt(&claim_name)
+    )?;
+    match volume {
+        None => {
+            let desired = children::backup_volume(app, root, node, &namespace_uid)?;
+            apply_to(&volume_api, &desired, None, pass.ctx).await?;
+        }
+        Some(volume) => {
+            if volume.metadata.deletion_timestamp.is_some() {
+                return waiting(
+                    pass,
+                    "BackupVolumeReleasing",
+                    format!("waiting for the old PersistentVolume {volume_name} to be deleted"),
+                )
+                .map(Some);
+            }
+            let recorded = volume.annotations().get(names::NAMESPACE_UID_ANNOTATION);
+            if recorded != Some(&namespace_uid) {
+                let message = format!(
+                    "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {volume_name}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
+                    app.namespace
+                );
+                if pass.conditions().set(
+                    conditions::READY,
+                    false,
+                    "BackupsOfAnotherNamespace",
+                    &message,
+                ) {
+                    pass.note(
+                        EventType::Warning,
+                        "BackupsOfAnotherNamespace",
+                        "Validate",
+                        message,
+                    );
+                }
+                return Ok(Some(Action::requeue(RESYNC)));
+            }
+            let spec = volume.spec.as_ref();
+            let current = spec.and_then(|s| s.host_path.as_ref()).map(|h| &h.path);
+            if current != Some(&path) {
+                // The spec moved to another allowed root: the volume's path is immutable, so
+                // it is made anew once its claim is gone. The old snapshots stay on the node.
+                match &claim {
+                    Some(claim) if claim.metadata.deletion_timestamp.is_none() => {
+                        claim_api
+                            .delete(&claim_name, &DeleteParams::default())
+                            .await?;
+                    }
+                    Some(_) => {}
+                    None => {
+                        volume_api
+                            .delete(&volume_name, &DeleteParams::default())
+                            .await?;
+                    }
+                }
+                return waiting(
+                    pass,
+                    "BackupRootChanging",
+                    format!(
+                        "moving backups to {path}: earlier snapshots stay in {}",
+                        current.map(String::as_str).unwrap_or("?")
+                    ),
+                )
+                .map(Some);
+            }
+            let released =
+                volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+            if released {
+                // Its claim was deleted (by hand, or with its namespace, which is the same
+                // namespace: the uid matched): let a new claim of the same name bind.
+                let patch = json!({"spec": {"claimRef": {"uid": null, "resourceVersion": null}}});
+                volume_api
+                    .patch(&volume_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                pass.ctx.metrics.writes.inc();
+            }
+        }
+    }
+    match claim {
+        None => {
+            pass.apply(&children::backup_claim(app)?, None).await?;
+        }
+        Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
+            return waiting(
+                pass,
+                "BackupClaimReleasing",
+                format!("waiting for the old PersistentVolumeClaim {claim_name} to be deleted"),
+            )
+            .map(Some);
+        }
+        Some(_) => {}
+    }
+    Ok(None)
 }
 
 /// Says what the app waits for, and looks again soon.
@@ -981,7 +1335,11 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
     let existing = api.get_opt(&name).await?;
     match &app.app.spec.backup_schedule {
         Some(schedule) => {
-            let mut desired = children::cronjob(app, schedule, &pass.ctx.settings)?;
+            let location = pass
+                .location
+                .as_ref()
+                .ok_or(Error::MissingField("an allowed backup location"))?;
+            let mut desired = children::cronjob(app, schedule, location, &pass.ctx.settings)?;
             if restoring && let Some(spec) = desired.spec.as_mut() {
                 spec.suspend = Some(true);
             }

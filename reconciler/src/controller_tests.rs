@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::{Context, reconcile};
 use crate::children::{self, AppRef, Settings};
+use crate::location::BackupLocation;
 use crate::metrics::Metrics;
 
 /// One request the reconciler made.
@@ -65,6 +66,14 @@ impl Api {
                 let (code, reply) = match answer {
                     Some(reply) => (200, reply),
                     // Writes echo their body, as the API server returns the object written.
+                    // A JSON patch (the finalizer's) answers with the object patched.
+                    None if method != "GET" && !body.is_object() => (
+                        200,
+                        self.routes
+                            .get(&format!("GET {path}"))
+                            .cloned()
+                            .unwrap_or(json!({})),
+                    ),
                     None if method != "GET" => {
                         let mut echo = body.clone();
                         if echo.get("metadata").is_none() {
@@ -92,13 +101,7 @@ impl Api {
         });
         let client = Client::new(service, "default");
         let metrics = Arc::new(Metrics::register(&mut Registry::default()));
-        let ctx = Arc::new(Context::new(
-            client,
-            metrics,
-            Settings {
-                mover_image: "mover:test".into(),
-            },
-        ));
+        let ctx = Arc::new(Context::new(client, metrics, settings()));
         let result = reconcile(Arc::new(app), ctx)
             .await
             .map(|_| ())
@@ -120,6 +123,18 @@ fn app(spec: Value, annotations: Value, status: Value) -> HelloStateful {
     app
 }
 
+fn settings() -> Settings {
+    Settings {
+        mover_image: "mover:test".into(),
+        backup_roots: vec!["/tmp/backup".into(), "/srv/backups".into()],
+    }
+}
+
+fn namespace(uid: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": "ns1", "uid": uid}, "status": {"phase": "Active"}})
+}
+
 fn seed() -> Value {
     json!({"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"})
 }
@@ -139,6 +154,10 @@ const JOBS: &str = "/apis/batch/v1/namespaces/ns1/jobs";
 const STS: &str = "/apis/apps/v1/namespaces/ns1/statefulsets/hello";
 const CRONJOB: &str = "/apis/batch/v1/namespaces/ns1/cronjobs/backup-hello";
 const PODS: &str = "/api/v1/namespaces/ns1/pods";
+const NAMESPACE: &str = "/api/v1/namespaces/ns1";
+const NAMESPACE_UID: &str = "ns-uid-1";
+const BACKUP_PV: &str = "/api/v1/persistentvolumes/hellostateful-backups.ns1.hello";
+const BACKUP_PVC: &str = "/api/v1/namespaces/ns1/persistentvolumeclaims/backups-hello";
 const APP: &str = "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello";
 const STATUS: &str =
     "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello/status";
@@ -146,9 +165,8 @@ const STATUS: &str =
 /// The children of a running app, as the cluster would hold them.
 fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     let app_ref = AppRef::new(app).expect("app");
-    let settings = Settings {
-        mover_image: "mover:test".into(),
-    };
+    let settings = settings();
+    let location = BackupLocation::NodeRoot("/tmp/backup".into());
     let mut sts = value(&children::statefulset(&app_ref, replicas_in_sts, None).expect("sts"));
     sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts});
     Api::new()
@@ -173,7 +191,21 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         .on(
             "GET",
             CRONJOB,
-            value(&children::cronjob(&app_ref, "*/5 * * * *", &settings).expect("cron")),
+            value(&children::cronjob(&app_ref, "*/5 * * * *", &location, &settings).expect("cron")),
+        )
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on(
+            "GET",
+            BACKUP_PV,
+            value(
+                &children::backup_volume(&app_ref, "/tmp/backup", "node-a", NAMESPACE_UID)
+                    .expect("backup pv"),
+            ),
+        )
+        .on(
+            "GET",
+            BACKUP_PVC,
+            value(&children::backup_claim(&app_ref).expect("backup claim")),
         )
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
@@ -233,6 +265,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
     let api = Api::new()
         .on("GET", PVS, list(vec![]))
         .on("GET", "/api/v1/nodes", list(vec![node]))
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on("GET", JOBS, list(vec![]));
     let (result, seen) = api.reconcile(app).await;
     assert_eq!(result, Ok(()));
@@ -240,13 +273,23 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
     assert_eq!(
         writes(&seen),
         [
-            format!("PATCH {PVS}/hellostateful-ns1-hello-0"),
+            format!("PATCH {PVS}/hellostateful.ns1.hello.0"),
             format!("PATCH {PVC}"),
+            format!("PATCH {BACKUP_PV}"),
+            format!("PATCH {BACKUP_PVC}"),
             format!("PATCH {SERVICE}"),
             format!("POST {JOBS}"),
             format!("PATCH {STATUS}"),
         ],
-        "volume, claim, service, restore Job — and no StatefulSet"
+        "volume, claim, backup volume and claim, service, restore Job — and no StatefulSet"
+    );
+    let backup_pv = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == BACKUP_PV)
+        .expect("backup pv");
+    assert_eq!(
+        backup_pv.body["spec"]["hostPath"]["path"],
+        "/tmp/backup/ns1/hello"
     );
     let created = seen
         .iter()
@@ -254,9 +297,11 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         .expect("job");
     assert_eq!(created.body["metadata"]["name"], job.as_str());
     let args = created.body["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("\"--from=latest\",\"--if-exists\""), "{args}");
+    let volumes = &created.body["spec"]["template"]["spec"]["volumes"];
     assert!(
-        args.contains("\"--from\",\"latest\",\"--if-exists\""),
-        "{args}"
+        volumes.to_string().contains("backups-hello") && !volumes.to_string().contains("hostPath"),
+        "{volumes}"
     );
     let status = status_written(&seen);
     assert_eq!(condition(&status, "Restoring")["status"], "True");
@@ -326,7 +371,7 @@ async fn a_restore_runs_once_the_pods_are_gone() {
     );
     let args = created.body["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(
-        args.contains("\"restore\",\"--dest\",\"/data\",\"--from\",\"latest\""),
+        args.contains("\"restore\",\"--dest=/data\",\"--from=latest\""),
         "{args}"
     );
     assert_eq!(status_written(&seen)["restoreRequest"]["phase"], "Running");
@@ -437,5 +482,153 @@ async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
     assert_eq!(
         status["backupRequest"]["message"],
         "waiting for the restore to finish"
+    );
+}
+
+#[tokio::test]
+async fn a_node_path_the_admin_did_not_allow_is_refused_and_nothing_is_made() {
+    for hostile in ["/etc", "/var/lib/kubelet", "/tmp/backup-x", "/srv"] {
+        let spec = json!({"replicas": 1, "restoreFromExisting": true,
+            "backup": {"target": {"hostPath": hostile}}});
+        let app = app(spec, json!({}), json!({}));
+        let (result, seen) = Api::new().reconcile(app).await;
+        assert_eq!(result, Ok(()));
+        assert_eq!(
+            writes(&seen),
+            [format!("PATCH {STATUS}")],
+            "{hostile}: no volume, claim or Job"
+        );
+        let ready = condition(&status_written(&seen), "Ready").clone();
+        assert_eq!(ready["reason"], "BackupTargetRefused", "{hostile}");
+        let message = ready["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(hostile) && message.contains("/tmp/backup, /srv/backups"),
+            "{message}"
+        );
+        let event = seen
+            .iter()
+            .find(|s| s.path.contains("/events"))
+            .expect("an event");
+        assert_eq!(event.body["reason"], "BackupTargetRefused");
+    }
+}
+
+#[tokio::test]
+async fn backups_left_by_an_earlier_namespace_of_the_same_name_are_not_handed_over() {
+    let app = app(seed(), json!({}), json!({}));
+    // The same children, but the namespace was deleted and made again: a new uid.
+    let (result, seen) = running(&app, 1)
+        .on("GET", NAMESPACE, namespace("another-uid"))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(writes(&seen), [format!("PATCH {STATUS}")]);
+    let ready = condition(&status_written(&seen), "Ready").clone();
+    assert_eq!(ready["reason"], "BackupsOfAnotherNamespace");
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no Job may mount them"
+    );
+}
+
+#[tokio::test]
+async fn a_volume_made_by_0_1_0_stays_in_use_under_its_old_name() {
+    let app = app(seed(), json!({}), json!({}));
+    let app_ref = AppRef::new(&app).expect("app");
+    let mut legacy = value(&children::volume(&app_ref, 0, "node-a").expect("pv"));
+    legacy["metadata"]["name"] = json!(names::legacy_volume("ns1", "hello", 0));
+    let mut claim = value(&children::claim(&app_ref, 0).expect("pvc"));
+    claim["spec"]["volumeName"] = json!(names::legacy_volume("ns1", "hello", 0));
+    let (result, seen) = running(&app, 1)
+        .on("GET", PVS, list(vec![legacy]))
+        .on("GET", PVC, claim)
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(
+        writes(&seen),
+        [format!("PATCH {STATUS}")],
+        "no second volume for a claim already bound"
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
+    let mut app = app(seed(), json!({}), json!({}));
+    app.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let app_ref = AppRef::new(&app).expect("app");
+    let wipe = names::wipe_job("hello", "uid-1");
+    let finished = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": wipe},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let api = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", PODS, list(vec![]))
+        .on(
+            "GET",
+            PVS,
+            list(vec![value(
+                &children::volume(&app_ref, 0, "node-a").expect("pv"),
+            )]),
+        )
+        .on("GET", &format!("{JOBS}/{wipe}"), finished);
+    let (result, seen) = api.reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    let requests: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    let wiped = requests
+        .iter()
+        .position(|r| r == &format!("GET {JOBS}/{wipe}"))
+        .expect("the wipe Job is awaited");
+    let released = requests
+        .iter()
+        .position(|r| r == &format!("DELETE {PVS}/hellostateful.ns1.hello.0"))
+        .expect("volume released");
+    assert!(wiped < released, "{requests:?}");
+    let writes = writes(&seen);
+    assert!(
+        !writes.iter().any(|w| w.contains("backups-hello")),
+        "backups are kept: {writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim() {
+    let mut app = app(seed(), json!({names::DELETE_BACKUPS: "true"}), json!({}));
+    app.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let app_ref = AppRef::new(&app).expect("app");
+    let purge = names::purge_job("hello", "uid-1");
+    let finished = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": purge},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let api = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", PODS, list(vec![]))
+        .on("GET", PVS, list(vec![]))
+        .on(
+            "GET",
+            BACKUP_PVC,
+            value(&children::backup_claim(&app_ref).expect("claim")),
+        )
+        .on(
+            "GET",
+            BACKUP_PV,
+            value(
+                &children::backup_volume(&app_ref, "/tmp/backup", "node-a", NAMESPACE_UID)
+                    .expect("pv"),
+            ),
+        )
+        .on("GET", &format!("{JOBS}/{purge}"), finished);
+    let (result, seen) = api.reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    let writes = writes(&seen);
+    assert!(
+        writes.contains(&format!("DELETE {BACKUP_PVC}"))
+            && writes.contains(&format!("DELETE {BACKUP_PV}")),
+        "{writes:?}"
     );
 }

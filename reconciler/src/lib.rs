@@ -8,6 +8,7 @@ pub mod drift;
 mod error;
 pub mod jobs;
 pub mod leader;
+pub mod location;
 pub mod metrics;
 pub mod server;
 

@@ -45,6 +45,15 @@ struct RunArgs {
     /// Image the backup and restore Jobs run (this binary's image).
     #[arg(long, env = "HELLOSTATEFUL_IMAGE", default_value = concat!("hellostateful-reconciler:", env!("CARGO_PKG_VERSION")))]
     mover_image: String,
+    /// Node directories that may hold backups, separated by commas; the first is the
+    /// default. The cluster admin's choice: a HelloStateful may only pick one of them (or a
+    /// claim of its own namespace), and its backups go to <root>/<namespace>/<name>.
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_BACKUP_ROOTS",
+        default_value = hellostateful_api::defaults::BACKUP_HOST_PATH
+    )]
+    backup_roots: String,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(
         long,
@@ -114,6 +123,8 @@ fn init_logging(json: bool) {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let backup_roots = hellostateful_reconciler::location::parse_roots(&args.backup_roots)
+        .context("reading --backup-roots (HELLOSTATEFUL_BACKUP_ROOTS)")?;
     let mut config = kube::Config::infer()
         .await
         .context("reading the Kubernetes config (in-cluster, or the current kubeconfig)")?;
@@ -151,12 +162,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .context("taking the leader Lease")?;
     }
     health.ready.store(true, Ordering::Relaxed);
-    info!(mover_image = %args.mover_image, "reconciling HelloStateful apps");
+    info!(mover_image = %args.mover_image, backup_roots = %backup_roots.join(","), "reconciling HelloStateful apps");
     let ctx = Arc::new(Context::new(
         client,
         metrics,
         Settings {
             mover_image: args.mover_image,
+            backup_roots,
         },
     ));
     let outcome = match &election {

@@ -1,0 +1,185 @@
+//! Where an app's backups may live. Node directories are the cluster admin's to choose (the
+//! reconciler's `--backup-roots`); a spec only picks one of them, or a claim of its own
+//! namespace. Every value here comes from a tenant's spec and is checked before anything
+//! is mounted.
+
+use hellostateful_api::{HelloStatefulSpec, ResolvedTarget};
+use thiserror::Error;
+
+/// Where the Jobs of one app read and write snapshots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackupLocation {
+    /// The app's own directory `<root>/<namespace>/<name>` under an allowed node root,
+    /// reached through a static volume and a claim that the reconciler makes.
+    NodeRoot(String),
+    /// A PersistentVolumeClaim of the app's namespace (the tenant's own storage).
+    Claim(String),
+}
+
+/// Why a setting or a spec's backup target is refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LocationError {
+    #[error(
+        "backup root {0:?} is not a clean absolute path like /tmp/backup (no '.', '..', '//', trailing '/', and not '/')"
+    )]
+    BadRoot(String),
+    #[error("no backup root is allowed: --backup-roots is empty")]
+    NoRoots,
+    #[error(
+        "spec.backup.target.hostPath {path:?} is not a backup root the cluster admin allows ({allowed}): nothing is mounted; use one of them, or a PersistentVolumeClaim of this namespace (spec.backup.target.persistentVolumeClaim)"
+    )]
+    NotAllowed { path: String, allowed: String },
+}
+
+/// Whether `path` is absolute, with no empty, `.` or `..` component and no trailing `/`.
+/// The same rule as the CRD's and the admission policy's.
+pub fn is_clean_absolute(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    !rest.is_empty()
+        && rest.split('/').all(|part| {
+            part.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        })
+}
+
+/// Parses the admin's comma-separated backup roots; the first is the default.
+pub fn parse_roots(setting: &str) -> Result<Vec<String>, LocationError> {
+    let roots: Vec<String> = setting
+        .split(',')
+        .map(str::trim)
+        .filter(|root| !root.is_empty())
+        .map(str::to_string)
+        .collect();
+    if roots.is_empty() {
+        return Err(LocationError::NoRoots);
+    }
+    match roots.iter().find(|root| !is_clean_absolute(root)) {
+        Some(bad) => Err(LocationError::BadRoot(bad.clone())),
+        None => Ok(roots),
+    }
+}
+
+/// The location a spec asks for, if the admin allows it.
+pub fn resolve(
+    spec: &HelloStatefulSpec,
+    roots: &[String],
+) -> Result<BackupLocation, LocationError> {
+    let wants_node_path = spec
+        .backup
+        .as_ref()
+        .and_then(|b| b.target.as_ref())
+        .and_then(|t| t.host_path.as_deref());
+    match (spec.backup_target(), wants_node_path) {
+        (ResolvedTarget::Claim(claim), _) => Ok(BackupLocation::Claim(claim)),
+        (ResolvedTarget::HostPath(_), None) => roots
+            .first()
+            .cloned()
+            .map(BackupLocation::NodeRoot)
+            .ok_or(LocationError::NoRoots),
+        // Exact match only: a prefix would let `/tmp/backup-other` or `/tmp/backup/../etc`
+        // through, and the app's own directory is appended by the reconciler, not the spec.
+        (ResolvedTarget::HostPath(_), Some(path)) => roots
+            .iter()
+            .find(|root| root.as_str() == path)
+            .cloned()
+            .map(BackupLocation::NodeRoot)
+            .ok_or_else(|| LocationError::NotAllowed {
+                path: path.to_string(),
+                allowed: roots.join(", "),
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(value: serde_json::Value) -> HelloStatefulSpec {
+        serde_json::from_value(value).expect("spec")
+    }
+
+    fn roots() -> Vec<String> {
+        vec!["/tmp/backup".into(), "/srv/backups".into()]
+    }
+
+    #[test]
+    fn a_spec_without_target_gets_the_first_root() {
+        assert_eq!(
+            resolve(&spec(json!({})), &roots()),
+            Ok(BackupLocation::NodeRoot("/tmp/backup".into()))
+        );
+    }
+
+    #[test]
+    fn a_spec_may_pick_any_allowed_root_or_its_own_claim() {
+        let picked = spec(json!({"backup": {"target": {"hostPath": "/srv/backups"}}}));
+        assert_eq!(
+            resolve(&picked, &roots()),
+            Ok(BackupLocation::NodeRoot("/srv/backups".into()))
+        );
+        let claim = spec(json!({"backup": {"target": {"persistentVolumeClaim": "mine"}}}));
+        assert_eq!(
+            resolve(&claim, &roots()),
+            Ok(BackupLocation::Claim("mine".into()))
+        );
+    }
+
+    #[test]
+    fn node_paths_outside_the_allowed_roots_are_refused() {
+        for hostile in [
+            "/",
+            "/.",
+            "//",
+            "/etc",
+            "/var/lib/kubelet",
+            "/tmp",
+            "/tmp/backup/",
+            "/tmp/backup/..",
+            "/tmp/backup/../etc",
+            "/tmp/backup/other-ns",
+            "/tmp/backup-other",
+            "/tmp//backup",
+            "tmp/backup",
+        ] {
+            let hostile_spec = spec(json!({"backup": {"target": {"hostPath": hostile}}}));
+            let error = resolve(&hostile_spec, &roots()).expect_err(hostile);
+            let message = error.to_string();
+            assert!(
+                message.contains("/tmp/backup, /srv/backups") && message.contains(hostile),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn admin_roots_must_be_clean_absolute_paths() {
+        assert_eq!(
+            parse_roots(" /tmp/backup , /srv/b ,"),
+            Ok(vec!["/tmp/backup".to_string(), "/srv/b".to_string()])
+        );
+        for bad in ["/", "relative", "/a/../b", "/a//b", "/a/", "/a/./b", "/a b"] {
+            assert_eq!(
+                parse_roots(bad),
+                Err(LocationError::BadRoot(bad.to_string())),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_roots(" , "), Err(LocationError::NoRoots));
+    }
+
+    #[test]
+    fn clean_paths_match_the_crd_rule() {
+        assert!(is_clean_absolute("/tmp/backup"));
+        assert!(is_clean_absolute("/srv/x.y/_z-1"));
+        for bad in ["", "/", "//", "/.", "/..", "/a/.b", "/a/-b", "/a/", "a"] {
+            assert!(!is_clean_absolute(bad), "{bad}");
+        }
+    }
+}
