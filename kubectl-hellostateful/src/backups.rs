@@ -1,18 +1,19 @@
 //! `backups NAME`: reads the catalog of snapshots through a short-lived read-only pod that
-//! runs the data mover (`hellostateful-reconciler backups --json`) next to the backups.
+//! runs the data mover (`hellostateful-reconciler backups --json`) on a claim that holds
+//! them. It mounts claims only, so it passes Pod Security baseline.
 
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use hellostateful_api::summary::{CatalogEntry, parse_last_line};
-use hellostateful_api::{HelloStateful, ResolvedTarget, names};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use hellostateful_api::{ResolvedTarget, names};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
-use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::cli::OutputFormat;
-use crate::context::{Ctx, DEFAULT_IMAGE};
+use crate::context::{Ctx, DEFAULT_IMAGE, Kube};
 use crate::error::{Action, CliError, explain};
 use crate::output::{age_of, human_bytes, table, to_json, to_yaml};
 
@@ -21,26 +22,49 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// Where the target is mounted in the pod.
 const MOUNT: &str = "/backup";
 
-/// The catalog pod for `app` in `namespace`, run with `image`.
-pub fn catalog_pod(app: &HelloStateful, namespace: &str, image: &str, pod_name: &str) -> Pod {
-    let name = app.name_any();
-    let status = app.status.clone().unwrap_or_default();
-    let (volume, node_name) = match app.spec.backup_target() {
-        ResolvedTarget::HostPath(path) => (
-            json!({"name": "backup", "hostPath": {"path": path, "type": "Directory"}}),
-            status.node_name.clone(),
+/// Which claim holds the backups the pod reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The app's backup claim (`backups-<name>`), bound to its own directory
+    /// `<root>/<ns>/<name>` on a node root: it holds only this app's backups.
+    NodeDirectory,
+    /// A claim of the namespace that holds `<ns>/<name>/...` for any number of apps.
+    Claim(String),
+}
+
+impl Source {
+    /// The source of an app's backup target.
+    pub fn of(target: ResolvedTarget) -> Self {
+        match target {
+            ResolvedTarget::HostPath(_) => Source::NodeDirectory,
+            ResolvedTarget::Claim(claim) => Source::Claim(claim),
+        }
+    }
+}
+
+/// The catalog pod for app `name` in `namespace`, run with `image`.
+pub fn catalog_pod(
+    name: &str,
+    namespace: &str,
+    source: &Source,
+    image: &str,
+    pod_name: &str,
+) -> Pod {
+    // The mover reads `<target>/<ns>/<name>`: the app's own backup claim holds only that
+    // directory, so it is mounted right there.
+    let (claim, mount_path) = match source {
+        Source::NodeDirectory => (
+            names::backup_claim(name),
+            format!("{MOUNT}/{namespace}/{name}"),
         ),
-        ResolvedTarget::Claim(claim) => (
-            json!({"name": "backup", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}}),
-            None,
-        ),
+        Source::Claim(claim) => (claim.clone(), MOUNT.to_string()),
     };
-    let mut labels = names::labels(&name, names::Component::Backup);
+    let mut labels = names::labels(name, names::Component::Backup);
     labels.insert(
         "app.kubernetes.io/managed-by".to_string(),
         crate::context::FIELD_MANAGER.to_string(),
     );
-    let mut pod = json!({
+    let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": pod_name, "namespace": namespace, "labels": labels},
@@ -62,7 +86,7 @@ pub fn catalog_pod(app: &HelloStateful, namespace: &str, image: &str, pod_name: 
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
                 "args": ["backups", "--json", "--target", MOUNT, "--namespace", namespace, "--name", name],
-                "volumeMounts": [{"name": "backup", "mountPath": MOUNT, "readOnly": true}],
+                "volumeMounts": [{"name": "backup", "mountPath": mount_path, "readOnly": true}],
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
                 "securityContext": {
                     "allowPrivilegeEscalation": false,
@@ -70,19 +94,88 @@ pub fn catalog_pod(app: &HelloStateful, namespace: &str, image: &str, pod_name: 
                     "capabilities": {"drop": ["ALL"]}
                 }
             }],
-            "volumes": [volume]
+            "volumes": [{"name": "backup", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}}]
         }
     });
-    if let Some(node) = node_name {
-        pod["spec"]["nodeName"] = json!(node);
-    }
     serde_json::from_value(pod).unwrap_or_default()
 }
 
-/// `backups NAME`.
+/// Whether the app's backup claim can be read: false when it does not exist (then no
+/// backup was ever made), an error when it is not bound (a pod on it would never start).
+pub fn backup_claim_readable(
+    namespace: &str,
+    name: &str,
+    claim: Option<&PersistentVolumeClaim>,
+) -> Result<bool, CliError> {
+    let Some(claim) = claim else {
+        return Ok(false);
+    };
+    let phase = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    if phase == "Bound" {
+        Ok(true)
+    } else {
+        let claim_name = names::backup_claim(name);
+        Err(CliError::Failed(format!(
+            "the backup claim {namespace}/{claim_name} is {phase}, not Bound, so the backups of {namespace}/{name} cannot be read: see `kubectl -n {namespace} describe pvc {claim_name}`"
+        )))
+    }
+}
+
+/// `backups NAME`: also for a deleted app whose backups were on a node root (its backup
+/// claim outlives it).
 pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
     let kube = ctx.connect().await?;
-    let app = kube.get_app(name).await?;
+    let claim_name = names::backup_claim(name);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    let get_backup_claim = || async {
+        claims.get_opt(&claim_name).await.map_err(|e| {
+            explain(
+                e,
+                &Action::new(
+                    "get",
+                    format!(
+                        "persistentvolumeclaim {claim_name:?} in namespace {:?}",
+                        kube.namespace
+                    ),
+                ),
+            )
+        })
+    };
+    let (source, claim) = match kube.get_app(name).await {
+        Ok(app) => match Source::of(app.spec.backup_target()) {
+            Source::NodeDirectory => (Source::NodeDirectory, get_backup_claim().await?),
+            other => (other, None),
+        },
+        Err(not_found @ CliError::NotFound { .. }) => match get_backup_claim().await? {
+            Some(claim) => (Source::NodeDirectory, Some(claim)),
+            None => return Err(not_found),
+        },
+        Err(other) => return Err(other),
+    };
+    if source == Source::NodeDirectory
+        && !backup_claim_readable(&kube.namespace, name, claim.as_ref())?
+    {
+        eprintln!(
+            "No backups of {}/{name}: its backup claim {claim_name} does not exist, so no backup was ever made.",
+            kube.namespace
+        );
+        return print_catalog(ctx, &kube.namespace, name, Vec::new(), true);
+    }
+    let entries = read_catalog(ctx, &kube, name, &source).await?;
+    print_catalog(ctx, &kube.namespace, name, entries, false)
+}
+
+/// Runs the catalog pod to its end, then deletes it.
+async fn read_catalog(
+    ctx: &Ctx,
+    kube: &Kube,
+    name: &str,
+    source: &Source,
+) -> Result<Vec<CatalogEntry>, CliError> {
     let image = kube
         .reconciler()
         .await
@@ -95,7 +188,7 @@ pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
             Utc::now().timestamp_nanos_opt().unwrap_or_default()
         ))
     );
-    let pod = catalog_pod(&app, &kube.namespace, &image, &pod_name);
+    let pod = catalog_pod(name, &kube.namespace, source, &image, &pod_name);
     let pods: Api<Pod> = Api::namespaced(kube.client.clone(), &kube.namespace);
     ctx.debug(
         1,
@@ -112,7 +205,14 @@ pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
                 ),
             )
         })?;
-    let result = run_to_end(&pods, &kube.client, &kube.namespace, &pod_name, &app).await;
+    let result = run_to_end(
+        &pods,
+        &kube.client,
+        &kube.namespace,
+        &pod_name,
+        source == &Source::NodeDirectory,
+    )
+    .await;
     if let Err(error) = pods
         .delete(&pod_name, &DeleteParams::default().grace_period(0))
         .await
@@ -124,12 +224,25 @@ pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
     }
     let mut entries = result?;
     entries.sort_by(|a, b| b.time.cmp(&a.time));
+    Ok(entries)
+}
+
+/// The catalog in the format asked for; `explained` when stderr already said why it is empty.
+fn print_catalog(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+    entries: Vec<CatalogEntry>,
+    explained: bool,
+) -> Result<String, CliError> {
     match ctx.output() {
         OutputFormat::Json => to_json(&entries),
         OutputFormat::Yaml => to_yaml(&entries),
         OutputFormat::Name => Ok(entries.iter().map(|e| format!("{}\n", e.id)).collect()),
         _ if entries.is_empty() => {
-            eprintln!("No backups of {}/{name} yet.", kube.namespace);
+            if !explained {
+                eprintln!("No backups of {namespace}/{name} yet.");
+            }
             Ok(String::new())
         }
         _ => Ok(catalog_table(&entries, Utc::now())),
@@ -142,7 +255,7 @@ async fn run_to_end(
     client: &kube::Client,
     namespace: &str,
     pod_name: &str,
-    app: &HelloStateful,
+    node_directory: bool,
 ) -> Result<Vec<CatalogEntry>, CliError> {
     let started = Instant::now();
     loop {
@@ -182,14 +295,15 @@ async fn run_to_end(
             _ => {}
         }
         if phase == "Pending" && started.elapsed() > Duration::from_secs(3) {
-            // A node directory that does not exist yet means there are no backups at all.
+            // A node directory that does not exist yet (under the backup claim's volume)
+            // means there are no backups at all.
             let events: Api<Event> = Api::namespaced(client.clone(), namespace);
             let selector = format!("involvedObject.name={pod_name}");
             if let Ok(list) = events.list(&ListParams::default().fields(&selector)).await {
                 for event in list.items {
                     let message = event.message.unwrap_or_default();
                     if event.reason.as_deref() == Some("FailedMount") {
-                        if matches!(app.spec.backup_target(), ResolvedTarget::HostPath(_))
+                        if node_directory
                             && (message.contains("not a directory")
                                 || message.contains("does not exist")
                                 || message.contains("type check failed"))
@@ -286,22 +400,37 @@ ID                 TIME                   AGE   SIZE     FILES   NEW
         );
     }
 
-    #[test]
-    fn the_pod_is_read_only_and_pinned_to_the_data_node() {
-        let hello = app("default", "hello", 1, 1);
-        let pod = serde_json::to_value(catalog_pod(&hello, "default", "img:1", "p")).unwrap();
+    /// What Pod Security baseline (and the admission policy) require of the catalog pod.
+    fn assert_baseline(pod: &serde_json::Value) {
         let spec = &pod["spec"];
-        assert_eq!(spec["nodeName"], "node-1");
-        assert_eq!(spec["restartPolicy"], "Never");
-        assert_eq!(spec["volumes"][0]["hostPath"]["path"], "/tmp/backup");
-        assert_eq!(spec["volumes"][0]["hostPath"]["type"], "Directory");
-        let container = &spec["containers"][0];
-        assert_eq!(container["volumeMounts"][0]["readOnly"], true);
-        assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-        assert_eq!(
-            container["securityContext"]["capabilities"]["drop"][0],
-            "ALL"
+        assert!(
+            spec["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v.get("hostPath").is_none()),
+            "no hostPath volume: {spec}"
         );
+        assert!(spec.get("hostNetwork").is_none() && spec.get("hostPID").is_none());
+        assert_eq!(spec["securityContext"]["runAsUser"], 0);
+        assert_eq!(
+            spec["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        let container = &spec["containers"][0];
+        let security = &container["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false);
+        assert_eq!(security["readOnlyRootFilesystem"], true);
+        assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+        assert!(security["capabilities"].get("add").is_none());
+        assert!(security.get("privileged").is_none());
+        assert!(container["resources"]["limits"]["memory"].is_string());
+        assert_eq!(container["volumeMounts"][0]["readOnly"], true);
+        assert_eq!(
+            spec["volumes"][0]["persistentVolumeClaim"]["readOnly"],
+            true
+        );
+        assert_eq!(spec["restartPolicy"], "Never");
         assert_eq!(
             container["args"],
             json!([
@@ -315,19 +444,74 @@ ID                 TIME                   AGE   SIZE     FILES   NEW
                 "hello"
             ])
         );
-        let mut with_claim = hello.clone();
-        with_claim.spec.backup = Some(hellostateful_api::BackupSpec {
+    }
+
+    #[test]
+    fn a_node_directory_is_read_through_the_apps_backup_claim() {
+        let hello = app("default", "hello", 1, 1);
+        let source = Source::of(hello.spec.backup_target());
+        assert_eq!(source, Source::NodeDirectory);
+        let pod =
+            serde_json::to_value(catalog_pod("hello", "default", &source, "img:1", "p")).unwrap();
+        assert_baseline(&pod);
+        let spec = &pod["spec"];
+        assert_eq!(
+            spec["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "backups-hello"
+        );
+        assert_eq!(
+            spec["containers"][0]["volumeMounts"][0]["mountPath"], "/backup/default/hello",
+            "the claim holds <root>/<ns>/<name>, where the mover looks"
+        );
+        assert!(
+            spec.get("nodeName").is_none(),
+            "the volume's node affinity places it"
+        );
+    }
+
+    #[test]
+    fn a_tenant_claim_is_mounted_whole() {
+        let mut hello = app("default", "hello", 1, 1);
+        hello.spec.backup = Some(hellostateful_api::BackupSpec {
             target: Some(hellostateful_api::BackupTarget {
                 host_path: None,
                 persistent_volume_claim: Some("vault".into()),
             }),
             ..Default::default()
         });
-        let pod = serde_json::to_value(catalog_pod(&with_claim, "default", "img:1", "p")).unwrap();
+        let source = Source::of(hello.spec.backup_target());
+        let pod =
+            serde_json::to_value(catalog_pod("hello", "default", &source, "img:1", "p")).unwrap();
+        assert_baseline(&pod);
         assert_eq!(
             pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
             "vault"
         );
+        assert_eq!(
+            pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+            "/backup"
+        );
         assert!(pod["spec"].get("nodeName").is_none());
+    }
+
+    #[test]
+    fn a_missing_backup_claim_means_no_backups_and_an_unbound_one_is_an_error() {
+        assert!(!backup_claim_readable("default", "hello", None).unwrap());
+        let mut claim = PersistentVolumeClaim {
+            status: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+                phase: Some("Bound".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(backup_claim_readable("default", "hello", Some(&claim)).unwrap());
+        claim.status = None;
+        let error = backup_claim_readable("default", "hello", Some(&claim))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("the backup claim default/backups-hello is Pending, not Bound"),
+            "{error}"
+        );
     }
 }

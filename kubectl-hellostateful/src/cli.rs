@@ -170,9 +170,11 @@ goes on and `status` shows how it ends.",
     /// List an app's backups
     #[command(
         long_about = "List the complete backups (snapshots) of an app, newest first: id, \
-time, size, files, and bytes new in each. Reads the backup target by running a short-lived \
-read-only pod with the reconciler's image in the app's namespace (on the app's node for a \
-node directory), then deletes it.",
+time, size, files, and bytes new in each. Reads them with a short-lived read-only pod that \
+runs the reconciler's image in the app's namespace, then deletes it. The pod mounts only a \
+claim: for a node directory the app's own backup claim backups-NAME (which outlives the app, \
+so this works after the app is deleted too), else the backup PersistentVolumeClaim. Without \
+a backup claim no backup was ever made, and nothing is run.",
         after_help = "Examples:
   kubectl hellostateful backups hello
   kubectl hellostateful backups hello -o json"
@@ -193,14 +195,19 @@ unless --yes is given.",
     )]
     Restore(RestoreArgs),
 
-    /// Delete an app (its backups are kept)
+    /// Delete an app and wipe its live data (its backups are kept unless --delete-backups)
     #[command(
         long_about = "Delete a HelloStateful app with its StatefulSet, volumes, CronJob and \
-Jobs. Its backups are kept: create the app again with --restore-from-existing to get its \
-data back. Asks for confirmation on a terminal; without a terminal needs --yes.",
+Jobs. The reconciler wipes the app's live data: what is on its volumes is gone. Its backups \
+are kept (and, for a node directory, its backup claim backups-NAME): create the app again \
+with --restore-from-existing to get its data back. With --delete-backups the reconciler \
+deletes the backups as well, and nothing of the app can be recovered. Asks for \
+confirmation on a terminal; without a terminal needs --yes.",
         after_help = "Examples:
   kubectl hellostateful delete hello
-  kubectl hellostateful delete hello -n prod --yes"
+  kubectl hellostateful delete hello -n prod --yes
+  # Delete the app and every backup of it, for good
+  kubectl hellostateful delete hello --delete-backups --yes"
     )]
     Delete(DeleteArgs),
 
@@ -218,12 +225,19 @@ as `kubectl exec NAME-0 -c app -- tail` would.",
     /// Install the CRD, RBAC and reconciler into the cluster
     #[command(
         long_about = "Install (or upgrade) the HelloStateful CRD, the reconciler's namespace \
-hellostateful-system, its RBAC and its Deployment, from manifests embedded in this binary, by \
-server-side apply (field manager kubectl-hellostateful). Waits for the CRD to be established; \
-with --wait also for the reconciler to be available.",
+hellostateful-system, its RBAC, its settings (ConfigMap hellostateful-settings: the node \
+directories where backups may live and the image of backup and restore Jobs), a \
+ValidatingAdmissionPolicy that holds the reconciler to those settings (Kubernetes 1.30 or \
+later), and its Deployment, from manifests embedded in this binary, by server-side apply \
+(field manager kubectl-hellostateful). Only the cluster admin chooses node paths: an app's \
+backups go to <root>/<namespace>/<name> under one of the allowed roots. An upgrade without \
+--backup-roots keeps the roots the cluster has. Waits for the CRD to be established; with \
+--wait also for the reconciler to be available. Prints the allowed backup roots and the image.",
         after_help = "Examples:
   kubectl hellostateful install --wait
   kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.1.0
+  # Allow backups under two node directories
+  kubectl hellostateful install --backup-roots /tmp/backup,/srv/backups
   # Print the manifests instead
   kubectl hellostateful install --dry-run -o yaml"
     )]
@@ -231,7 +245,8 @@ with --wait also for the reconciler to be available.",
 
     /// Remove the reconciler (and with --include-crd the CRD and every app)
     #[command(
-        long_about = "Remove the reconciler: its Deployment, RBAC and namespace. The CRD and \
+        long_about = "Remove the reconciler: its Deployment, settings, admission policy, RBAC \
+and namespace. The CRD and \
 the apps stay unless --include-crd is given: deleting the CRD deletes every HelloStateful \
 app in the cluster (their backups are kept). Asks on a terminal; without one needs --yes; \
 --include-crd always needs --yes.",
@@ -289,7 +304,8 @@ pub struct CreateArgs {
     /// How many backups retention keeps (default 10)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=1000))]
     pub keep_last: Option<i32>,
-    /// Node directory that holds backups (default /tmp/backup)
+    /// Node directory that holds backups: a clean absolute path that is one of the backup
+    /// roots the cluster admin allows (default /tmp/backup); backups go to DIR/<namespace>/<name>
     #[arg(long, value_name = "DIR", conflicts_with = "backup_target_pvc")]
     pub backup_target_host_path: Option<String>,
     /// PersistentVolumeClaim in the namespace that holds backups instead of a node directory
@@ -369,6 +385,9 @@ pub struct RestoreArgs {
 pub struct DeleteArgs {
     /// Name of the app
     pub name: String,
+    /// Also delete the app's backups: they cannot be recovered afterwards
+    #[arg(long)]
+    pub delete_backups: bool,
     /// Do not ask for confirmation (needed without a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
@@ -393,9 +412,14 @@ pub struct LogsArgs {
 /// `install`.
 #[derive(Args, Debug, Clone)]
 pub struct InstallArgs {
-    /// Reconciler image (also used by its backup and restore Jobs)
+    /// Reconciler image, also the only image its backup and restore Jobs may run (the
+    /// settings' moverImage)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Node directories where backups may live, comma-separated clean absolute paths (the
+    /// settings' backupRoots; default: keep the cluster's, else /tmp/backup)
+    #[arg(long, value_name = "DIR[,DIR...]", value_parser = crate::install::parse_backup_roots)]
+    pub backup_roots: Option<crate::install::BackupRoots>,
     /// client (the default when given bare): print the manifests; server: apply with dryRun=All
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
           default_missing_value = "client", default_value = "none")]

@@ -1,23 +1,34 @@
-//! `install` and `uninstall`: the CRD, RBAC and reconciler from manifests embedded in the
-//! binary, by server-side apply.
+//! `install` and `uninstall`: the CRD, RBAC, the admin's settings, the admission policy
+//! and the reconciler, from manifests embedded in the binary, by server-side apply.
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
+use hellostateful_api::defaults::HOSTPATH_ROOT;
+use hellostateful_api::names::short_hash;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
+use kube::error::DiscoveryError;
 use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::cli::{DryRun, InstallArgs, OutputFormat, UninstallArgs};
 use crate::context::{Ctx, FIELD_MANAGER, RECONCILER, SYSTEM_NAMESPACE};
+use crate::create::is_clean_absolute_path;
 use crate::error::{Action, CliError, explain};
 use crate::output::{to_json, to_yaml};
 use crate::prompt;
 
 /// Name of the CRD.
 pub const CRD_NAME: &str = "hellostatefuls.hello-stateful.example.com";
+/// The cluster admin's settings (backup roots, mover image), read by the reconciler and by
+/// the admission policy.
+pub const SETTINGS: &str = "hellostateful-settings";
+/// Pod template annotation of the reconciler: a hash of the settings it reads.
+pub const SETTINGS_HASH: &str = "hello-stateful.example.com/settings-hash";
 
 /// The manifests, in the order they are applied (as manifests/kustomization.yaml lists them).
 pub const MANIFESTS: &[(&str, &str)] = &[
@@ -27,6 +38,14 @@ pub const MANIFESTS: &[(&str, &str)] = &[
     ),
     ("crd.yaml", include_str!("../../manifests/crd.yaml")),
     ("rbac.yaml", include_str!("../../manifests/rbac.yaml")),
+    (
+        "settings.yaml",
+        include_str!("../../manifests/settings.yaml"),
+    ),
+    (
+        "admission-policy.yaml",
+        include_str!("../../manifests/admission-policy.yaml"),
+    ),
     (
         "deployment.yaml",
         include_str!("../../manifests/deployment.yaml"),
@@ -63,23 +82,106 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, CliError> {
     Ok(documents)
 }
 
-/// Every embedded object, with the reconciler image replaced when `image` is given.
-pub fn documents(image: Option<&str>) -> Result<Vec<Value>, CliError> {
+/// The node directories where backups may live, as `install --backup-roots` takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupRoots(Vec<String>);
+
+impl fmt::Display for BackupRoots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
+
+/// Parses `DIR[,DIR...]`: each a clean absolute path, none the static volume root or
+/// inside another root (the app directory `<root>/<ns>/<name>` of one root would
+/// otherwise lie inside another app's directory under the other).
+pub fn parse_backup_roots(text: &str) -> Result<BackupRoots, String> {
+    let roots: Vec<String> = text.split(',').map(|r| r.trim().to_string()).collect();
+    for root in &roots {
+        if root == "/" {
+            return Err("/ is the whole node: name a directory like /tmp/backup".to_string());
+        }
+        if !is_clean_absolute_path(root) {
+            return Err(format!(
+                "{root:?} is not a clean absolute path like /tmp/backup (no empty, '.' or '..' components, no '//', no trailing '/')"
+            ));
+        }
+        if nested(root, HOSTPATH_ROOT) {
+            return Err(format!(
+                "{root} overlaps {HOSTPATH_ROOT}, where the apps' live data lives"
+            ));
+        }
+    }
+    for (i, a) in roots.iter().enumerate() {
+        if let Some(b) = roots[i + 1..].iter().find(|b| nested(a, b)) {
+            return Err(format!(
+                "{a} and {b} overlap: one app's backups would lie inside another's"
+            ));
+        }
+    }
+    Ok(BackupRoots(roots))
+}
+
+/// Whether one of two clean paths is the other or lies under it.
+fn nested(a: &str, b: &str) -> bool {
+    let under = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    under(a, b) || under(b, a)
+}
+
+/// Every embedded object. `image` replaces the reconciler's image, which is also the only
+/// image backup and restore Jobs may run (`moverImage`); `backup_roots` replaces the node
+/// directories the admin allows.
+pub fn documents(image: Option<&str>, backup_roots: Option<&str>) -> Result<Vec<Value>, CliError> {
     let mut all = Vec::new();
     for (_, text) in MANIFESTS {
         all.extend(parse_documents(text)?);
     }
-    if let Some(image) = image {
-        for doc in &mut all {
-            if doc["kind"] == "Deployment" {
-                set_image(doc, image);
+    for doc in &mut all {
+        if let Some(image) = image
+            && doc["kind"] == "Deployment"
+        {
+            set_image(doc, image);
+        }
+        if is_settings(doc) {
+            if let Some(image) = image {
+                doc["data"]["moverImage"] = Value::from(image);
             }
+            if let Some(roots) = backup_roots {
+                doc["data"]["backupRoots"] = Value::from(roots);
+            }
+        }
+    }
+    // The reconciler reads the settings into its environment once, at start: a change of
+    // them must change its pod template, so that the Deployment rolls it.
+    let hash = short_hash(&format!(
+        "{}\n{}",
+        setting(&all, "backupRoots").unwrap_or_default(),
+        setting(&all, "moverImage").unwrap_or_default()
+    ));
+    for doc in all.iter_mut().filter(|d| d["kind"] == "Deployment") {
+        if let Some(template) = doc.pointer_mut("/spec/template")
+            && template.is_object()
+        {
+            template["metadata"]["annotations"][SETTINGS_HASH] = Value::from(hash.clone());
         }
     }
     Ok(all)
 }
 
-/// Sets every container's image and its HELLOSTATEFUL_IMAGE env to `image`.
+fn is_settings(doc: &Value) -> bool {
+    doc["kind"] == "ConfigMap" && doc["metadata"]["name"] == SETTINGS
+}
+
+/// A value of the settings ConfigMap among `docs`.
+pub fn setting<'a>(docs: &'a [Value], key: &str) -> Option<&'a str> {
+    docs.iter().find(|d| is_settings(d))?["data"][key].as_str()
+}
+
+/// Sets every container's image (the reconciler reads the mover image from the settings).
 pub fn set_image(deployment: &mut Value, image: &str) {
     let Some(containers) = deployment
         .pointer_mut("/spec/template/spec/containers")
@@ -89,13 +191,6 @@ pub fn set_image(deployment: &mut Value, image: &str) {
     };
     for container in containers {
         container["image"] = Value::from(image);
-        if let Some(env) = container.get_mut("env").and_then(Value::as_array_mut) {
-            for var in env {
-                if var["name"] == "HELLOSTATEFUL_IMAGE" {
-                    var["value"] = Value::from(image);
-                }
-            }
-        }
     }
 }
 
@@ -111,18 +206,25 @@ pub fn display_name(doc: &Value) -> String {
     format!("{kind}{group}/{name}")
 }
 
-async fn api_for(client: &Client, doc: &Value) -> Result<Api<DynamicObject>, CliError> {
+/// The API of `doc`'s kind (cluster-scoped ones, like the CRD and the admission policy, or
+/// namespaced), or None when the cluster does not serve that kind.
+async fn api_for(client: &Client, doc: &Value) -> Result<Option<Api<DynamicObject>>, CliError> {
     let api_version = doc["apiVersion"].as_str().unwrap_or("v1");
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let kind = doc["kind"].as_str().unwrap_or_default();
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, caps) = pinned_kind(client, &gvk).await.map_err(|e| {
-        explain(
-            e,
-            &Action::new("discover", format!("kind {kind} ({api_version})")),
-        )
-    })?;
-    Ok(match caps.scope {
+    let (resource, caps) = match pinned_kind(client, &gvk).await {
+        Ok(found) => found,
+        Err(kube::Error::Discovery(DiscoveryError::MissingKind(_))) => return Ok(None),
+        Err(e) if crate::error::code(&e) == Some(404) => return Ok(None),
+        Err(e) => {
+            return Err(explain(
+                e,
+                &Action::new("discover", format!("kind {kind} ({api_version})")),
+            ));
+        }
+    };
+    Ok(Some(match caps.scope {
         Scope::Cluster => Api::all_with(client.clone(), &resource),
         Scope::Namespaced => {
             let namespace = doc["metadata"]["namespace"]
@@ -130,13 +232,30 @@ async fn api_for(client: &Client, doc: &Value) -> Result<Api<DynamicObject>, Cli
                 .unwrap_or(SYSTEM_NAMESPACE);
             Api::namespaced_with(client.clone(), namespace, &resource)
         }
-    })
+    }))
+}
+
+/// The backup roots the cluster has now, so that an upgrade without --backup-roots keeps
+/// what the admin chose.
+async fn current_backup_roots(client: &Client) -> Result<Option<String>, CliError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let settings = api.get_opt(SETTINGS).await.map_err(|e| {
+        explain(
+            e,
+            &Action::new("get", format!("configmap {SYSTEM_NAMESPACE}/{SETTINGS}")),
+        )
+    })?;
+    Ok(settings
+        .and_then(|c| c.data)
+        .and_then(|mut data| data.remove("backupRoots"))
+        .filter(|roots| !roots.trim().is_empty()))
 }
 
 /// `install`.
 pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> {
-    let docs = documents(args.image.as_deref())?;
+    let roots_flag = args.backup_roots.as_ref().map(ToString::to_string);
     if args.dry_run == DryRun::Client {
+        let docs = documents(args.image.as_deref(), roots_flag.as_deref())?;
         return match ctx.output() {
             OutputFormat::Json => to_json(&crate::output::list_of(docs)),
             OutputFormat::Name => Ok(docs
@@ -154,6 +273,31 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         };
     }
     let kube = ctx.connect().await?;
+    let (roots, kept) = match roots_flag {
+        Some(roots) => (Some(roots), false),
+        None => {
+            let current = current_backup_roots(&kube.client).await?;
+            let kept = current.is_some();
+            (current, kept)
+        }
+    };
+    let docs = documents(args.image.as_deref(), roots.as_deref())?;
+    // Every kind is looked up before anything is applied: a cluster that lacks one (the
+    // admission policy needs Kubernetes 1.30) gets nothing half-installed.
+    let mut apis = Vec::with_capacity(docs.len());
+    for doc in &docs {
+        match api_for(&kube.client, doc).await? {
+            Some(api) => apis.push(api),
+            None => {
+                return Err(CliError::Failed(format!(
+                    "this cluster does not serve {} ({}), which {} needs (Kubernetes 1.30 or later): nothing was applied",
+                    doc["kind"].as_str().unwrap_or_default(),
+                    doc["apiVersion"].as_str().unwrap_or_default(),
+                    display_name(doc)
+                )));
+            }
+        }
+    }
     let mut params = PatchParams::apply(FIELD_MANAGER).force();
     params.dry_run = args.dry_run == DryRun::Server;
     let suffix = if params.dry_run {
@@ -161,8 +305,7 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
     } else {
         ""
     };
-    for doc in &docs {
-        let api = api_for(&kube.client, doc).await?;
+    for (doc, api) in docs.iter().zip(&apis) {
         let name = doc["metadata"]["name"].as_str().unwrap_or_default();
         let object: DynamicObject = serde_json::from_value(doc.clone())
             .map_err(|e| CliError::Failed(format!("embedded manifest {name}: {e}")))?;
@@ -190,7 +333,16 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         wait_available(ctx, &kube.client, args.timeout).await?;
         eprintln!("{}", ctx.style.good("reconciler is available"));
     }
-    Ok(String::new())
+    Ok(format!(
+        "backup roots allowed on nodes: {}{}\nreconciler and backup/restore image: {}\n",
+        setting(&docs, "backupRoots").unwrap_or_default(),
+        if kept {
+            " (kept from the cluster; change with --backup-roots)"
+        } else {
+            ""
+        },
+        setting(&docs, "moverImage").unwrap_or_default()
+    ))
 }
 
 async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Result<(), CliError> {
@@ -247,7 +399,7 @@ async fn wait_available(ctx: &Ctx, client: &Client, timeout: Duration) -> Result
 
 /// `uninstall`.
 pub async fn uninstall(ctx: &Ctx, args: &UninstallArgs) -> Result<String, CliError> {
-    let docs = documents(None)?;
+    let docs = documents(None, None)?;
     if args.include_crd && !args.yes {
         return Err(CliError::Usage(format!(
             "--include-crd deletes the CRD {CRD_NAME} and with it every HelloStateful app in the cluster (their StatefulSets, volumes and data; backups are kept): pass --yes as well if that is what you want"
@@ -262,7 +414,7 @@ pub async fn uninstall(ctx: &Ctx, args: &UninstallArgs) -> Result<String, CliErr
     let kube = ctx.connect().await?;
     if !args.yes {
         let question = format!(
-            "Remove the reconciler (namespace {SYSTEM_NAMESPACE}, its RBAC and Deployment)?\n  Apps stay but are no longer reconciled, backed up or restored until it is installed again.\n  Continue?"
+            "Remove the reconciler (namespace {SYSTEM_NAMESPACE} with its settings and Deployment, its RBAC and admission policy)?\n  Apps stay but are no longer reconciled, backed up or restored until it is installed again.\n  Continue?"
         );
         if !prompt::confirm(&question)? {
             return Err(CliError::Failed(
@@ -313,7 +465,9 @@ pub async fn uninstall(ctx: &Ctx, args: &UninstallArgs) -> Result<String, CliErr
 }
 
 async fn delete_one(client: &Client, doc: &Value) -> Result<String, CliError> {
-    let api = api_for(client, doc).await?;
+    let Some(api) = api_for(client, doc).await? else {
+        return Ok(format!("{} not found\n", display_name(doc)));
+    };
     let name = doc["metadata"]["name"].as_str().unwrap_or_default();
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(format!("{} deleted\n", display_name(doc))),
@@ -330,7 +484,7 @@ mod tests {
 
     #[test]
     fn splits_and_parses_documents() {
-        let text = "# comment\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: a\nspec:\n  template:\n    spec:\n      containers:\n      - name: r\n        image: old:1\n        env:\n        - name: HELLOSTATEFUL_IMAGE\n          value: old:1\n        - name: OTHER\n          value: x\n";
+        let text = "# comment\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: a\nspec:\n  template:\n    spec:\n      containers:\n      - name: r\n        image: old:1\n        env:\n        - name: HELLOSTATEFUL_IMAGE\n          valueFrom:\n            configMapKeyRef: {name: s, key: moverImage}\n";
         let mut docs = parse_documents(text).unwrap();
         assert_eq!(docs.len(), 2);
         assert_eq!(display_name(&docs[0]), "namespace/a");
@@ -338,23 +492,55 @@ mod tests {
         set_image(&mut docs[1], "new:2");
         let container = &docs[1]["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["image"], "new:2");
-        assert_eq!(container["env"][0]["value"], "new:2");
-        assert_eq!(container["env"][1]["value"], "x");
+        assert!(
+            container["env"][0].get("value").is_none(),
+            "an env from a ConfigMap gets no literal value beside it"
+        );
     }
 
     #[test]
-    fn the_embedded_manifests_hold_what_install_needs() {
-        let docs = documents(Some("img:9")).unwrap();
+    fn the_embedded_manifests_come_in_kustomization_order() {
+        let docs = documents(None, None).unwrap();
         let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
-        for kind in [
+        let position = |kind: &str| {
+            kinds
+                .iter()
+                .position(|k| *k == kind)
+                .unwrap_or_else(|| panic!("{kind} missing from {kinds:?}"))
+        };
+        let order = [
             "Namespace",
             "CustomResourceDefinition",
             "ServiceAccount",
+            "ConfigMap",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
             "Deployment",
-        ] {
-            assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+        ];
+        for pair in order.windows(2) {
+            assert!(
+                position(pair[0]) < position(pair[1]),
+                "{pair:?} in {kinds:?}"
+            );
         }
-        assert_eq!(kinds[0], "Namespace");
+        let kustomization = include_str!("../../manifests/kustomization.yaml");
+        let listed: Vec<&str> = kustomization
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .collect();
+        let embedded: Vec<&str> = MANIFESTS.iter().map(|(file, _)| *file).collect();
+        assert_eq!(embedded, listed);
+        for doc in docs
+            .iter()
+            .filter(|d| d["apiVersion"] == "admissionregistration.k8s.io/v1")
+        {
+            assert!(doc["metadata"].get("namespace").is_none(), "cluster-scoped");
+        }
+    }
+
+    #[test]
+    fn image_and_backup_roots_go_into_the_deployment_and_the_settings() {
+        let docs = documents(Some("img:9"), Some("/tmp/backup,/srv/b")).unwrap();
         let crd = docs
             .iter()
             .find(|d| d["kind"] == "CustomResourceDefinition")
@@ -363,9 +549,69 @@ mod tests {
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         assert_eq!(deployment["metadata"]["name"], RECONCILER);
         assert_eq!(deployment["metadata"]["namespace"], SYSTEM_NAMESPACE);
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "img:9");
+        for var in container["env"].as_array().unwrap() {
+            if var["name"] == "HELLOSTATEFUL_IMAGE" || var["name"] == "HELLOSTATEFUL_BACKUP_ROOTS" {
+                assert_eq!(var["valueFrom"]["configMapKeyRef"]["name"], SETTINGS);
+                assert!(var.get("value").is_none(), "{var}");
+            }
+        }
+        assert_eq!(setting(&docs, "moverImage"), Some("img:9"));
+        assert_eq!(setting(&docs, "backupRoots"), Some("/tmp/backup,/srv/b"));
+        let settings = docs.iter().find(|d| is_settings(d)).unwrap();
+        assert_eq!(settings["metadata"]["namespace"], SYSTEM_NAMESPACE);
+    }
+
+    #[test]
+    fn a_change_of_settings_rolls_the_reconciler() {
+        let hash = |docs: &[Value]| {
+            docs.iter().find(|d| d["kind"] == "Deployment").unwrap()["spec"]["template"]["metadata"]
+                ["annotations"][SETTINGS_HASH]
+                .clone()
+        };
+        let default = hash(&documents(None, None).unwrap());
+        assert!(default.is_string());
+        assert_eq!(default, hash(&documents(None, None).unwrap()));
+        assert_ne!(default, hash(&documents(None, Some("/srv/b")).unwrap()));
+        assert_ne!(default, hash(&documents(Some("img:9"), None).unwrap()));
+    }
+
+    #[test]
+    fn by_default_the_jobs_run_the_reconciler_image_and_backups_go_to_tmp_backup() {
+        let docs = documents(None, None).unwrap();
+        let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         assert_eq!(
-            deployment["spec"]["template"]["spec"]["containers"][0]["image"],
-            "img:9"
+            setting(&docs, "moverImage"),
+            deployment["spec"]["template"]["spec"]["containers"][0]["image"].as_str()
         );
+        assert_eq!(setting(&docs, "backupRoots"), Some("/tmp/backup"));
+    }
+
+    #[test]
+    fn backup_roots_are_clean_separate_directories() {
+        assert_eq!(
+            parse_backup_roots("/tmp/backup, /srv/backups").map(|r| r.to_string()),
+            Ok("/tmp/backup,/srv/backups".to_string())
+        );
+        assert!(parse_backup_roots("/srv/backup,/srv/backups").is_ok());
+        for (bad, why) in [
+            ("/", "whole node"),
+            ("", "not a clean absolute path"),
+            ("/tmp/backup,", "not a clean absolute path"),
+            ("tmp/backup", "not a clean absolute path"),
+            ("/tmp/backup/", "not a clean absolute path"),
+            ("/tmp/../etc", "not a clean absolute path"),
+            ("/tmp", "overlaps /tmp/hostpath-provisioner"),
+            ("/tmp/hostpath-provisioner", "overlaps"),
+            ("/tmp/hostpath-provisioner/x", "overlaps"),
+            ("/srv/b,/srv/b/team", "overlap"),
+            ("/srv/b,/srv/b", "overlap"),
+        ] {
+            match parse_backup_roots(bad) {
+                Ok(roots) => panic!("{bad:?} accepted as {roots}"),
+                Err(message) => assert!(message.contains(why), "{bad:?}: {message}"),
+            }
+        }
     }
 }

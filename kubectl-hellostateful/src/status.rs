@@ -624,7 +624,7 @@ mod tests {
         });
         let pvc = PersistentVolumeClaim {
             spec: Some(PersistentVolumeClaimSpec {
-                volume_name: Some("hellostateful-default-hello-0".into()),
+                volume_name: Some(hellostateful_api::names::volume("default", "hello", 0)),
                 ..Default::default()
             }),
             status: Some(PersistentVolumeClaimStatus {
@@ -702,7 +702,7 @@ StatefulSet:
 
 Volumes:
   CLAIM          STATUS   VOLUME                          CAPACITY
-  data-hello-0   Bound    hellostateful-default-hello-0   1Gi
+  data-hello-0   Bound    hellostateful.default.hello.0   1Gi
 
 Backups:
   CronJob backup-hello: schedule */5 * * * *, last scheduled 5m ago, last successful 4m57s ago

@@ -326,3 +326,151 @@ fn version_and_completion_work() {
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("kubectl-hellostateful"));
 }
+
+#[test]
+fn delete_with_yes_keeps_the_backups_and_says_the_data_is_wiped() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["delete", "hello", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "hellostateful.hello-stateful.example.com/hello deleted\nThe reconciler wipes its live data. Its backups are kept in node directory /tmp/backup/default/hello on node node-1: create it again with --restore-from-existing to get its data back.\n"
+    );
+    let requests = api.requests();
+    assert!(requests.iter().all(|r| r.0 != "PATCH"), "{requests:?}");
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.0 == "DELETE" && r.1.starts_with(&format!("{}/hello", fake_api::APPS)))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn delete_backups_annotates_the_app_before_deleting_it() {
+    let api = healthy();
+    let out = plugin(
+        &api.kubeconfig,
+        &["delete", "hello", "--delete-backups", "--yes"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(
+            "deletes its backups in node directory /tmp/backup/default/hello on node node-1: they cannot be recovered"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+    let changes: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.0 == "PATCH" || r.0 == "DELETE")
+        .collect();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[0].0, "PATCH");
+    assert_eq!(changes[1].0, "DELETE");
+    let body: serde_json::Value = serde_json::from_str(&changes[0].2).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"metadata": {"annotations": {"hello-stateful.example.com/delete-backups": "true"}}})
+    );
+}
+
+#[test]
+fn backups_without_a_backup_claim_says_none_were_made_and_runs_no_pod() {
+    let api = healthy();
+    let out = plugin(&api.kubeconfig, &["backups", "hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert!(
+        text(&out.stderr).contains(
+            "No backups of default/hello: its backup claim backups-hello does not exist, so no backup was ever made."
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = plugin(&api.kubeconfig, &["backups", "hello", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(list, serde_json::json!([]));
+    let requests = api.requests();
+    assert!(
+        requests.iter().any(|r| r.0 == "GET"
+            && r.1
+                .starts_with("/api/v1/namespaces/default/persistentvolumeclaims/backups-hello")),
+        "{requests:?}"
+    );
+    assert!(requests.iter().all(|r| r.0 != "POST"), "{requests:?}");
+}
+
+#[test]
+fn install_dry_run_shows_the_settings_with_the_roots_and_image() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(
+        &refusing,
+        &[
+            "install",
+            "--dry-run",
+            "-o",
+            "json",
+            "--image",
+            "registry.example.com/hs:2",
+            "--backup-roots",
+            "/tmp/backup,/srv/backups",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let items = list["items"].as_array().unwrap();
+    let settings = items
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "hellostateful-settings")
+        .expect("the settings");
+    assert_eq!(settings["data"]["backupRoots"], "/tmp/backup,/srv/backups");
+    assert_eq!(settings["data"]["moverImage"], "registry.example.com/hs:2");
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert!(items.iter().any(|d| d["kind"] == kind), "{kind} missing");
+    }
+    let out = plugin(&refusing, &["install", "--dry-run", "-o", "yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("backupRoots: /tmp/backup"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn node_paths_are_refused_unless_clean() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(&refusing, &["install", "--backup-roots", "/"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("/ is the whole node"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = plugin(
+        &refusing,
+        &[
+            "create",
+            "hello",
+            "--schedule",
+            "@hourly",
+            "--backup-target-host-path",
+            "/tmp/backup/../etc",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("must be a clean absolute path like /tmp/backup")
+            && text(&out.stderr)
+                .contains("the backup roots the cluster admin allows (default /tmp/backup)"),
+        "{}",
+        text(&out.stderr)
+    );
+}

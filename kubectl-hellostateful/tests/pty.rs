@@ -109,6 +109,9 @@ fn delete_asks_and_says_backups_are_kept() {
     let mut session =
         spawn_command(command(&api.kubeconfig, &["delete", "hello"]), Some(15_000)).expect("spawn");
     session
+        .exp_string("Its live data is wiped.")
+        .expect("the data is wiped");
+    session
         .exp_string(
             "Its backups are kept in node directory /tmp/backup/default/hello on node node-1.",
         )
@@ -116,4 +119,38 @@ fn delete_asks_and_says_backups_are_kept() {
     answer(&mut session, "n");
     session.exp_string("delete cancelled").expect("cancelled");
     session.exp_eof().expect("exit");
+    assert!(
+        api.requests().iter().all(|r| r.0 != "DELETE"),
+        "a delete was sent"
+    );
+}
+
+#[test]
+fn delete_backups_warns_they_cannot_be_recovered_and_no_changes_nothing() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let mut session = spawn_command(
+        command(&api.kubeconfig, &["delete", "hello", "--delete-backups"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    session
+        .exp_string("and all its backups?")
+        .expect("the question");
+    session
+        .exp_string(
+            "its backups in node directory /tmp/backup/default/hello on node node-1 are deleted too: they cannot be recovered.",
+        )
+        .expect("the warning");
+    answer(&mut session, "n");
+    session.exp_string("delete cancelled").expect("cancelled");
+    session.exp_eof().expect("exit");
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.0 != "PATCH" && r.0 != "DELETE"),
+        "a change was sent"
+    );
 }
