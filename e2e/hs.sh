@@ -4,14 +4,19 @@
 
 HOSTPATH_ROOT=/tmp/hostpath-provisioner
 BACKUP_ROOT=${BACKUP_ROOT:-/tmp/backup}
+# The second backup root e2e/install allows (a cluster admin's choice).
+SMALL_ROOT=/tmp/hs-e2e-small
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HS_PLUGIN=${HS_PLUGIN:-${CARGO_TARGET_DIR:-$E2E_ROOT/target}/release/kubectl-hellostateful}
 RECONCILER_NS=hellostateful-system
 
-# new_ns PREFIX: a fresh namespace (printed); deleted by cleanup_ns.
+# new_ns PREFIX: a fresh tenant namespace (printed) that enforces Pod Security baseline and
+# warns on restricted, as a shared cluster would; deleted by cleanup_ns.
 new_ns() {
   local ns="$1-$RANDOM$RANDOM"
   kubectl create namespace "$ns" >/dev/null
+  kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=baseline \
+    pod-security.kubernetes.io/warn=restricted >/dev/null
   echo "$ns"
 }
 
@@ -21,6 +26,8 @@ cleanup_ns() {
   kubectl -n "$ns" delete hellostatefuls --all --wait=true --timeout=120s >/dev/null 2>&1 || true
   kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "${HOSTPATH_ROOT:?}/$ns" "${BACKUP_ROOT:?}/$ns"
+  # Backup volumes outlive their apps by design; a test namespace takes them along.
+  kubectl delete pv -l "hello-stateful.example.com/namespace=$ns" --wait=false >/dev/null 2>&1 || true
 }
 
 # app_yaml NAME [SPEC-JSON]: a HelloStateful manifest (spec defaults to the 2018 one).
@@ -35,8 +42,12 @@ jp() { kubectl -n "$1" get hellostateful "$2" -o "jsonpath=$3" 2>/dev/null; }
 # ready NS NAME: the app's Ready condition is True.
 app_ready() { [[ $(jp "$1" "$2" '{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
 
+# data_dir NS NAME ORDINAL: the live volume of a replica on the node (its path carries the
+# app's uid, so the app must exist).
+data_dir() { echo "$HOSTPATH_ROOT/$1/$2/$(kubectl -n "$1" get hellostateful "$2" -o jsonpath='{.metadata.uid}')/$3"; }
+
 # host_log NS NAME ORDINAL: the app's log file on the node.
-host_log() { echo "$HOSTPATH_ROOT/$1/$2/$3/stateful.log"; }
+host_log() { echo "$(data_dir "$1" "$2" "$3")/stateful.log"; }
 
 # lines_at_least FILE N
 lines_at_least() { [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; }
@@ -98,3 +109,14 @@ status_contains() {
 
 # has_job NS COMPONENT: a Job of that component exists.
 has_job() { [[ -n $(kubectl -n "$1" get jobs -l "app.kubernetes.io/component=$2" -o name 2>/dev/null) ]]; }
+
+# request NS NAME KIND ANNOTATIONS...: set an on-demand annotation token, wait for its
+# acknowledgement, print the phase.
+request() {
+  local ns=$1 name=$2 kind=$3 token
+  shift 3
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" "$name" "$@" "hello-stateful.example.com/$kind-requested=$token"
+  wait_for "$kind $token acknowledged" 180 acknowledged "$ns" "$name" "${kind}Request" "$token" >&2 || return 1
+  jp "$ns" "$name" "{.status.${kind}Request.phase}"
+}

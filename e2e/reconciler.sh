@@ -16,7 +16,7 @@ test_seed_manifest_makes_every_child_and_the_app_writes() {
   kubectl -n "$NS" get statefulset "$APP" >/dev/null
   [[ $(kubectl -n "$NS" get service "$APP" -o jsonpath='{.spec.clusterIP}') == None ]]
   [[ $(kubectl -n "$NS" get pvc "data-$APP-0" -o jsonpath='{.status.phase}') == Bound ]]
-  local pv="hellostateful-$NS-$APP-0"
+  local pv="hellostateful.$NS.$APP.0"
   [[ $(kubectl get pv "$pv" -o jsonpath='{.spec.persistentVolumeReclaimPolicy}') == Retain ]]
   [[ $(kubectl get pv "$pv" -o jsonpath='{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}') == hellostateful-node ]]
   [[ $(kubectl -n "$NS" get cronjob "backup-$APP" -o jsonpath='{.spec.schedule}') == '*/5 * * * *' ]]
@@ -50,7 +50,7 @@ test_two_replicas_get_two_volumes() {
   wait_for "second claim bound" 90 bash -c "[[ \$(kubectl -n '$NS' get pvc 'data-$APP-1' -o jsonpath='{.status.phase}') == Bound ]]"
   wait_for "replica 1 writes into its own volume" 90 lines_at_least "$(host_log "$NS" "$APP" 1)" 1
   wait_for "app Ready with 2 replicas" 90 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.readyReplicas}') == 2 ]]"
-  [[ $(kubectl get pv "hellostateful-$NS-$APP-1" -o jsonpath='{.spec.claimRef.name}') == "data-$APP-1" ]]
+  [[ $(kubectl get pv "hellostateful.$NS.$APP.1" -o jsonpath='{.spec.claimRef.name}') == "data-$APP-1" ]]
   [[ $(jp "$NS" "$APP" '{.status.backendVolumes}') == "[\"data-$APP-0\",\"data-$APP-1\"]" ]]
 }
 
@@ -84,15 +84,20 @@ test_on_demand_backup_is_acknowledged_with_an_id() {
   [[ $(jp "$NS" "$APP" '{.status.conditions[?(@.type=="BackupSucceeded")].status}') == True ]]
 }
 
-test_delete_removes_children_and_keeps_backups() {
-  local backups_before
+test_delete_removes_children_wipes_live_data_and_keeps_backups() {
+  local backups_before live
   backups_before=$(backups_of "$NS" "$APP")
+  live=$(data_dir "$NS" "$APP" 0)
+  [[ -f $live/stateful.log ]] || { echo "no live data in $live"; return 1; }
   kubectl -n "$NS" delete hellostateful "$APP" --wait=true --timeout=120s >/dev/null
   wait_for "StatefulSet gone" 60 bash -c "! kubectl -n '$NS' get statefulset '$APP' >/dev/null 2>&1"
-  wait_for "claims gone" 60 bash -c "[[ -z \$(kubectl -n '$NS' get pvc -o name) ]]"
-  wait_for "volumes released" 60 bash -c "[[ -z \$(kubectl get pv -l hello-stateful.example.com/namespace='$NS' -o name) ]]"
+  wait_for "data claims gone" 60 bash -c "[[ -z \$(kubectl -n '$NS' get pvc -l app.kubernetes.io/component=storage -o name) ]]"
+  wait_for "data volumes released" 60 bash -c "[[ -z \$(kubectl get pv -l hello-stateful.example.com/namespace='$NS',app.kubernetes.io/component=storage -o name) ]]"
+  # The live data is wiped; the backups, their claim and their volume stay.
+  [[ -d $live && -z $(ls -A "$live") ]] || { echo "live data left in $live:"; ls -A "$live"; return 1; }
   [[ -n $backups_before && $(backups_of "$NS" "$APP") == "$backups_before" ]]
-  [[ -f $(host_log "$NS" "$APP" 0) ]]
+  [[ $(kubectl -n "$NS" get pvc "backups-$APP" -o jsonpath='{.status.phase}') == Bound ]]
+  [[ -z $(kubectl get pv "hellostateful-backups.$NS.$APP" -o jsonpath='{.metadata.deletionTimestamp}') ]]
 }
 
 test_invalid_specs_are_refused_with_clear_messages() {
@@ -115,6 +120,6 @@ run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
 run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
 run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cronjob
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
-run_test delete_removes_children_and_keeps_backups test_delete_removes_children_and_keeps_backups
+run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups
 run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages
 summary

@@ -19,19 +19,9 @@ begins_with() {
   ((n > 0)) && cmp -s <(head -n "$n" "$1") "$2"
 }
 
-# request NS NAME KIND ANNOTATIONS...: set an on-demand annotation token, wait for its
-# acknowledgement, print the phase.
-request() {
-  local ns=$1 name=$2 kind=$3 token
-  shift 3
-  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
-  annotate "$ns" "$name" "$@" "hello-stateful.example.com/$kind-requested=$token"
-  wait_for "$kind $token acknowledged" 180 acknowledged "$ns" "$name" "${kind}Request" "$token" >&2 || return 1
-  jp "$ns" "$name" "{.status.${kind}Request.phase}"
-}
 
 test_walkthrough_2018() {
-  local ns snap first_lines job_done pod_created
+  local ns snap first_lines job_done pod_created live
   ns=$(new_ns walk)
   trap "cleanup_ns '$ns'" EXIT
   local spec='{"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/1 * * * *"}'
@@ -41,12 +31,13 @@ test_walkthrough_2018() {
   snap=$BACKUP_ROOT/$ns/hello/$(newest_backup "$ns" hello)
   [[ $(head -n1 "$snap/0/stateful.log") == $(head -n1 "$(host_log "$ns" hello 0)") ]]
   wait_for "lastBackup in status" 60 bash -c "[[ -n \$(kubectl -n '$ns' get hellostateful hello -o jsonpath='{.status.lastBackup.id}') ]]"
-  # Delete the app, wipe its data on the node, create it again.
+  # Delete the app: the reconciler wipes its live data; create it again.
+  live=$(data_dir "$ns" hello 0)
   kubectl -n "$ns" delete hellostateful hello --wait=true --timeout=120s >/dev/null
+  [[ -d $live && -z $(ls -A "$live") ]] || { echo "live data not wiped in $live:"; ls -A "$live"; return 1; }
   snap=$BACKUP_ROOT/$ns/hello/$(newest_backup "$ns" hello)
   first_lines=$(mktemp)
   cp "$snap/0/stateful.log" "$first_lines"
-  rm -rf "${HOSTPATH_ROOT:?}/$ns/hello"
   app_yaml hello "$spec" | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "restored app Ready" 180 app_ready "$ns" hello || { on_fail "$ns"; return 1; }
   wait_for "new lines after the restored ones" 60 lines_at_least "$(host_log "$ns" hello 0)" "$(($(wc -l <"$first_lines") + 1))"
@@ -101,7 +92,7 @@ test_two_replicas_restore_into_their_own_volumes() {
   kubectl -n "$ns" exec two-0 -c app -- sh -c 'echo overwritten > /usr/share/hello/who'
   kubectl -n "$ns" exec two-1 -c app -- sh -c 'echo overwritten > /usr/share/hello/who'
   [[ $(request "$ns" two restore "hello-stateful.example.com/restore-from=$id") == Succeeded ]]
-  [[ $(cat "$HOSTPATH_ROOT/$ns/two/0/who") == replica-0 && $(cat "$HOSTPATH_ROOT/$ns/two/1/who") == replica-1 ]]
+  [[ $(cat "$(data_dir "$ns" two 0)/who") == replica-0 && $(cat "$(data_dir "$ns" two 1)/who") == replica-1 ]]
   wait_for "both replicas back" 120 bash -c "[[ \$(kubectl -n '$ns' get hellostateful two -o jsonpath='{.status.readyReplicas}') == 2 ]]"
 }
 
@@ -116,7 +107,7 @@ test_same_name_in_two_namespaces_never_mixes() {
     kubectl -n "$ns" exec same-0 -c app -- sh -c "echo $ns > /usr/share/hello/owner"
     [[ $(request "$ns" same backup) == Succeeded ]]
   done
-  [[ $(kubectl get pv "hellostateful-$a-same-0" -o jsonpath='{.spec.hostPath.path}') != $(kubectl get pv "hellostateful-$b-same-0" -o jsonpath='{.spec.hostPath.path}') ]]
+  [[ $(kubectl get pv "hellostateful.$a.same.0" -o jsonpath='{.spec.hostPath.path}') != $(kubectl get pv "hellostateful.$b.same.0" -o jsonpath='{.spec.hostPath.path}') ]]
   [[ $(cat "$BACKUP_ROOT/$a/same/$(newest_backup "$a" same)/0/owner") == "$a" ]]
   [[ $(cat "$BACKUP_ROOT/$b/same/$(newest_backup "$b" same)/0/owner") == "$b" ]]
 }
@@ -146,7 +137,7 @@ test_restore_survives_reconciler_kills() {
   wait_for "restore acknowledged after $killed kills" 180 acknowledged "$ns" crash restoreRequest "$token" || { on_fail "$ns"; return 1; }
   phase=$(jp "$ns" crash '{.status.restoreRequest.phase}')
   [[ $phase == Succeeded ]] || { jp "$ns" crash '{.status.restoreRequest}'; return 1; }
-  [[ $(cat "$HOSTPATH_ROOT/$ns/crash/0/state") == before ]]
+  [[ $(cat "$(data_dir "$ns" crash 0)/state") == before ]]
   wait_for "app back" 120 app_ready "$ns" crash
   [[ $(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=restore -o name | wc -l) == 1 ]] || { echo "more than one restore Job"; return 1; }
 }
@@ -154,9 +145,12 @@ test_restore_survives_reconciler_kills() {
 test_full_backup_target_fails_cleanly() {
   local ns target first lines
   ns=$(new_ns full)
-  target=$(mktemp -d /tmp/hs-full-XXXX)
-  mount -t tmpfs -o size=256k tmpfs "$target"
-  trap "cleanup_ns '$ns'; umount '$target'; rmdir '$target'" EXIT
+  # The second backup root that e2e/install allows, as an admin would; the namespace's
+  # directory in it is a small tmpfs.
+  target=$SMALL_ROOT
+  mkdir -p "$target/$ns"
+  mount -t tmpfs -o size=256k tmpfs "$target/$ns"
+  trap "cleanup_ns '$ns'; umount '$target/$ns'; rmdir '$target/$ns'" EXIT
   app_yaml full "{\"replicas\": 1, \"backup\": {\"target\": {\"hostPath\": \"$target\"}}}" | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" full || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" full backup) == Succeeded ]]
@@ -187,7 +181,7 @@ test_corrupted_backup_is_refused_before_live_data_is_touched() {
   kubectl -n "$ns" exec bad-0 -c app -- sh -c 'echo newer > /usr/share/hello/keep'
   [[ $(request "$ns" bad restore "hello-stateful.example.com/restore-from=$id") == Failed ]]
   status_contains "$ns" bad '{.status.restoreRequest.message}' "keep"
-  [[ $(cat "$HOSTPATH_ROOT/$ns/bad/0/keep") == newer ]]
+  [[ $(cat "$(data_dir "$ns" bad 0)/keep") == newer ]]
   wait_for "app back after the refused restore" 120 app_ready "$ns" bad
 }
 

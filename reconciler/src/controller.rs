@@ -473,11 +473,14 @@ async fn stop_app(ctx: &Context, app: &AppRef<'_>) -> Result<(), Error> {
 }
 
 async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVolume>, Error> {
+    // The data volumes only: the backup volume carries the same app labels, and outlives
+    // the app.
     let selector = format!(
-        "app.kubernetes.io/instance={},{}={}",
+        "app.kubernetes.io/instance={},{}={},app.kubernetes.io/component={}",
         app.name,
         names::NAMESPACE_LABEL,
-        app.namespace
+        app.namespace,
+        Component::Storage.as_str()
     );
     Ok(Api::<PersistentVolume>::all(ctx.client.clone())
         .list(&ListParams::default().labels(&selector))

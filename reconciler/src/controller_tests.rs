@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 struct Seen {
     method: String,
     path: String,
+    query: String,
     body: Value,
 }
 
@@ -56,6 +57,7 @@ impl Api {
             while let Some((request, respond)) = handle.next_request().await {
                 let method = request.method().to_string();
                 let path = request.uri().path().to_string();
+                let query = request.uri().query().unwrap_or_default().to_string();
                 let bytes = request
                     .into_body()
                     .collect_bytes()
@@ -95,7 +97,12 @@ impl Api {
                     .body(Body::from(serde_json::to_vec(&reply).unwrap_or_default()))
                     .expect("response");
                 respond.send_response(response);
-                seen.push(Seen { method, path, body });
+                seen.push(Seen {
+                    method,
+                    path,
+                    query,
+                    body,
+                });
             }
             seen
         });
@@ -588,6 +595,15 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
         .position(|r| r == &format!("DELETE {PVS}/hellostateful.ns1.hello.0"))
         .expect("volume released");
     assert!(wiped < released, "{requests:?}");
+    let listed = seen
+        .iter()
+        .find(|s| s.method == "GET" && s.path == PVS)
+        .expect("volumes listed");
+    assert!(
+        listed.query.contains("component%3Dstorage") || listed.query.contains("component=storage"),
+        "only data volumes are released, never the backup volume: {}",
+        listed.query
+    );
     let writes = writes(&seen);
     assert!(
         !writes.iter().any(|w| w.contains("backups-hello")),

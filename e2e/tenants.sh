@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# Hostile tenants on a shared cluster. Each tenant acts through a kubeconfig whose token
+# holds only the built-in `edit` role in its own namespace, which enforces Pod Security
+# baseline. Every case asserts on the node's files (nothing outside the tenant's own
+# directories is read, written or planted) and on a clear refusal in status or from the API.
+set -uo pipefail
+E2E_SUITE=tenants
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+RECONCILER_SA=system:serviceaccount:hellostateful-system:hellostateful-reconciler
+# A file that no tenant may ever see in its volumes or backups.
+SECRET_DIR=$(mktemp -d /tmp/hs-tenants-secret-XXXX)
+echo "node-secret-$RANDOM$RANDOM" >"$SECRET_DIR/secret"
+SECRET=$(cat "$SECRET_DIR/secret")
+trap 'rm -rf "$SECRET_DIR"' EXIT
+
+# Tests run in subshells: each keeps its tenants here and removes them when it exits.
+TEST_NAMESPACES=()
+TEST_FILES=()
+cleanup_tenants() {
+  local ns
+  for ns in "${TEST_NAMESPACES[@]}"; do cleanup_ns "$ns"; done
+  rm -f "${TEST_FILES[@]}"
+}
+
+# tenant PREFIX: a baseline namespace (TNS) and a kubeconfig (TKC) whose token holds only
+# `edit` in it, removed when the test ends.
+tenant() {
+  local token server
+  TNS=$(new_ns "$1")
+  TEST_NAMESPACES+=("$TNS")
+  trap cleanup_tenants EXIT
+  kubectl -n "$TNS" create serviceaccount tenant >/dev/null
+  kubectl -n "$TNS" create rolebinding tenant-edit --clusterrole=edit --serviceaccount="$TNS:tenant" >/dev/null
+  token=$(kubectl -n "$TNS" create token tenant --duration=2h)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  TKC=$(mktemp /tmp/hs-tenant-kubeconfig-XXXX)
+  TEST_FILES+=("$TKC" "$TKC.ca")
+  kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+    base64 -d >"$TKC.ca"
+  KUBECONFIG=$TKC kubectl config set-cluster c --server="$server" --certificate-authority="$TKC.ca" >/dev/null
+  KUBECONFIG=$TKC kubectl config set-credentials tenant --token="$token" >/dev/null
+  KUBECONFIG=$TKC kubectl config set-context c --cluster=c --user=tenant --namespace="$TNS" >/dev/null
+  KUBECONFIG=$TKC kubectl config use-context c >/dev/null
+}
+
+# as TENANT_KUBECONFIG CMD...: run kubectl as the tenant.
+as() { local kubeconfig=$1; shift; kubectl --kubeconfig "$kubeconfig" "$@"; }
+
+# no_secret_in DIR...: the node secret appears in none of these trees.
+no_secret_in() {
+  local found
+  found=$(grep -rlF -- "$SECRET" "$@" 2>/dev/null || true)
+  [[ -z $found ]] || { echo "the node secret leaked into: $found"; return 1; }
+}
+
+# no_host_path_pods NS: no pod of the namespace has a hostPath volume, and every one runs
+# within baseline (the namespace enforces it: an admitted pod passed).
+no_host_path_pods() {
+  kubectl -n "$1" get pods -o json |
+    jq -e '[.items[].spec.volumes[]? | select(.hostPath)] | length == 0' >/dev/null ||
+    { kubectl -n "$1" get pods -o json | jq '.items[] | {name: .metadata.name, volumes: .spec.volumes}'; return 1; }
+}
+
+test_node_paths_as_backup_targets_are_refused() {
+  local ns kubeconfig path name i=0 reason
+  tenant paths; ns=$TNS; kubeconfig=$TKC
+  # Refused by the API server: not clean absolute paths.
+  for path in / /. // /tmp/backup/../etc /tmp/backup/ /tmp//backup; do
+    expect_fail "backup.target.hostPath must be a clean absolute path" as "$kubeconfig" apply -f - \
+      <<<"$(app_yaml "bad$i" "{\"replicas\": 1, \"restoreFromExisting\": true, \"backup\": {\"target\": {\"hostPath\": \"$path\"}}}")"
+    i=$((i + 1))
+  done
+  # Accepted by the schema, refused by the reconciler: not one of the admin's roots.
+  for path in /etc /var/lib/kubelet /tmp/backup/other "$SECRET_DIR" /tmp; do
+    name="deny$i"
+    i=$((i + 1))
+    as "$kubeconfig" apply -f - >/dev/null \
+      <<<"$(app_yaml "$name" "{\"replicas\": 1, \"restoreFromExisting\": true, \"backupSchedule\": \"*/1 * * * *\", \"backup\": {\"target\": {\"hostPath\": \"$path\"}}}")"
+    wait_for "$name refused" 60 bash -c "[[ \$(kubectl -n '$ns' get hs '$name' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}') == BackupTargetRefused ]]" ||
+      { on_fail "$ns"; return 1; }
+    status_contains "$ns" "$name" '{.status.conditions[?(@.type=="Ready")].message}' "not a backup root the cluster admin allows"
+  done
+  has_event "$ns" BackupTargetRefused
+  # Nothing was made for them: no volume, claim, CronJob, Job or pod.
+  [[ -z $(kubectl get pv -l "hello-stateful.example.com/namespace=$ns" -o name) ]]
+  [[ -z $(kubectl -n "$ns" get pvc,cronjobs,jobs,pods -o name) ]] || { kubectl -n "$ns" get pvc,cronjobs,jobs,pods; return 1; }
+  [[ ! -e /etc/$ns && ! -e /var/lib/kubelet/$ns && ! -e $SECRET_DIR/$ns && ! -e /tmp/$ns ]]
+  # The tenant cannot mount a node path itself either: baseline refuses the pod.
+  expect_fail "hostPath" as "$kubeconfig" run peek --image=busybox:1.36 --restart=Never \
+    --overrides='{"spec": {"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "containers": [{"name": "peek", "image": "busybox:1.36", "volumeMounts": [{"name": "h", "mountPath": "/h"}]}]}}'
+}
+
+test_a_tenant_sees_only_its_own_backups() {
+  local victim attacker vk ak out
+  tenant victim; victim=$TNS; vk=$TKC
+  tenant attacker; attacker=$TNS; ak=$TKC
+  local ns kubeconfig
+  for pair in "$victim $vk" "$attacker $ak"; do
+    read -r ns kubeconfig <<<"$pair"
+    as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml db '{"replicas": 1}')"
+    wait_for "db ready in $ns" 120 app_ready "$ns" db || { on_fail "$ns"; return 1; }
+    as "$kubeconfig" exec db-0 -c app -- sh -c "echo owned-by-$ns > /usr/share/hello/owner"
+    [[ $(request "$ns" db backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  done
+  no_host_path_pods "$victim"
+  no_host_path_pods "$attacker"
+  # The attacker mounts what its mover pods mount (its data claim and its backup claim),
+  # as `kubectl exec` into a mover pod would see them, and looks for the victim's data.
+  as "$ak" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: snoop}
+spec:
+  restartPolicy: Never
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: snoop
+      image: busybox:1.36
+      command: ["sh", "-c", "ls -laR /backup /data; cat /backup/*/*/*/0/owner; find / -xdev -name owner 2>/dev/null; true"]
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+      volumeMounts:
+        - {name: backups, mountPath: /backup/$attacker/db}
+        - {name: data, mountPath: /data/0}
+  volumes:
+    - {name: backups, persistentVolumeClaim: {claimName: backups-db}}
+    - {name: data, persistentVolumeClaim: {claimName: data-db-0}}
+EOF
+  wait_for "snoop pod finished" 90 bash -c "[[ \$(kubectl -n '$attacker' get pod snoop -o jsonpath='{.status.phase}') == Succeeded ]]" ||
+    { on_fail "$attacker"; return 1; }
+  out=$(as "$ak" logs snoop)
+  [[ $out == *"owned-by-$attacker"* ]] || { echo "the attacker cannot even see its own backup:"; echo "$out"; return 1; }
+  [[ $out != *"$victim"* && $out != *"owned-by-$victim"* ]] || { echo "the attacker saw the victim:"; echo "$out"; return 1; }
+  # Nor can it mount the victim's claims or volumes: another namespace's claim is not found,
+  # and PersistentVolumes are not the tenant's to read.
+  expect_fail "forbidden" as "$ak" get pv
+  expect_fail "forbidden" as "$ak" -n "$victim" get pvc
+}
+
+test_symlink_swaps_in_the_app_never_leak_node_files_into_backups() {
+  local ns kubeconfig id ok=0 failed=0 snapshot extra
+  tenant swap; ns=$TNS; kubeconfig=$TKC
+  # The app swaps a directory of its volume for symlinks that lead out of it, as fast as it
+  # can, while backups run: at the mover's /backup (its own snapshots), / and ../..
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml racer '{"replicas": 1, "command": ["sh", "-c", "cd /usr/share/hello; mkdir -p d; echo inside > d/file; trap \"exit 0\" TERM; while true; do for t in /backup / ../.. /data; do mv d d.real; ln -s $t d; rm d; mv d.real d; done; usleep 50000; done"]}')"
+  wait_for "racer ready" 120 app_ready "$ns" racer || { on_fail "$ns"; return 1; }
+  for _ in $(seq 1 12); do
+    case $(request "$ns" racer backup) in
+      Succeeded) ok=$((ok + 1)) ;;
+      Failed) failed=$((failed + 1)) ;;
+      *) on_fail "$ns"; return 1 ;;
+    esac
+  done
+  echo "backups while racing: $ok succeeded, $failed failed cleanly"
+  ((ok > 0)) || { echo "no backup succeeded at all"; return 1; }
+  # Every snapshot holds only the app's tree: d is a directory with its file, or a symlink
+  # (kept as a link), never what a link pointed at.
+  for id in $(backups_of "$ns" racer); do
+    snapshot=$BACKUP_ROOT/$ns/racer/$id/0
+    extra=$(find "$snapshot" -mindepth 1 | sed "s|^$snapshot/||" | grep -vxE 'd|d/file|d\.real|d\.real/file' || true)
+    [[ -z $extra ]] || { echo "snapshot $id holds more than the app's tree: $extra"; find "$snapshot"; return 1; }
+    [[ ! -e $snapshot/d/manifest.json && ! -e $snapshot/d/$id ]]
+  done
+  no_secret_in "$BACKUP_ROOT/$ns"
+  no_host_path_pods "$ns"
+}
+
+test_a_forged_snapshot_beneath_a_symlink_is_refused_and_nothing_outside_is_written() {
+  local ns kubeconfig id forged live
+  tenant forge; ns=$TNS; kubeconfig=$TKC
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml victim '{"replicas": 1}')"
+  wait_for "app ready" 120 app_ready "$ns" victim || { on_fail "$ns"; return 1; }
+  as "$kubeconfig" exec victim-0 -c app -- sh -c 'echo live > /usr/share/hello/keep'
+  [[ $(request "$ns" victim backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  id=$(jp "$ns" victim '{.status.backupRequest.backupId}')
+  # What a tenant can write into its own backups through its own pods: a later snapshot
+  # whose manifest (sealed correctly) has a symlink entry leading out, and a file beneath it.
+  forged=29991231T000000Z
+  python3 - "$BACKUP_ROOT/$ns/victim" "$id" "$forged" "$SECRET_DIR" <<'PY'
+import json, shutil, sys, blake3, os
+root, real, forged, outside = sys.argv[1:]
+shutil.copytree(os.path.join(root, real), os.path.join(root, forged), symlinks=True)
+path = os.path.join(root, forged, "manifest.json")
+manifest = json.load(open(path))
+manifest["id"] = forged
+entries = manifest["replicas"][0]["entries"]
+template = next(e for e in entries if e["type"] == "file")
+link = {k: v for k, v in template.items() if k not in ("blake3",)}
+link.update({"path": "escape", "type": "symlink", "size": len(outside), "target": outside})
+planted = dict(template, path="escape/planted")
+entries += [link, planted]
+os.symlink(outside, os.path.join(root, forged, "0", "escape"))
+manifest["checksum"] = ""
+manifest["checksum"] = blake3.blake3(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+PY
+  live=$(data_dir "$ns" victim 0)
+  [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
+  status_contains "$ns" victim '{.status.restoreRequest.message}' "which is a symlink entry"
+  [[ ! -e $SECRET_DIR/planted && $(ls "$SECRET_DIR") == secret ]] || { ls -la "$SECRET_DIR"; return 1; }
+  [[ $(cat "$live/keep") == live && ! -e $live/escape ]]
+  # The same manifest with an entry listed twice is refused too.
+  python3 - "$BACKUP_ROOT/$ns/victim/$forged/manifest.json" <<'PY'
+import json, sys, blake3
+path = sys.argv[1]
+manifest = json.load(open(path))
+entries = [e for e in manifest["replicas"][0]["entries"] if not e["path"].startswith("escape")]
+entries.append(dict(entries[-1]))
+manifest["replicas"][0]["entries"] = entries
+manifest["checksum"] = ""
+manifest["checksum"] = blake3.blake3(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+PY
+  [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
+  status_contains "$ns" victim '{.status.restoreRequest.message}' "twice"
+  wait_for "app back on its own data" 120 app_ready "$ns" victim
+  [[ $(cat "$(data_dir "$ns" victim 0)/keep") == live ]]
+}
+
+test_option_like_restore_sources_never_reach_the_mover() {
+  local ns kubeconfig value
+  tenant opt; ns=$TNS; kubeconfig=$TKC
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml app '{"replicas": 1}')"
+  wait_for "app ready" 120 app_ready "$ns" app || { on_fail "$ns"; return 1; }
+  for value in -x --target=/ --help; do
+    [[ $(request "$ns" app restore "hello-stateful.example.com/restore-from=$value") == Failed ]] || { on_fail "$ns"; return 1; }
+    status_contains "$ns" app '{.status.restoreRequest.message}' "is not a backup id"
+  done
+  [[ -z $(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=restore -o name) ]]
+  app_ready "$ns" app
+}
+
+test_look_alike_namespace_and_name_pairs_never_collide() {
+  local base a ak b bk
+  base=lk$RANDOM
+  # team-a/db and team/a-db: the same string when joined with '-'.
+  a=$base-a
+  b=$base
+  for ns in "$a" "$b"; do kubectl create namespace "$ns" >/dev/null; TEST_NAMESPACES+=("$ns"); done
+  trap cleanup_tenants EXIT
+  kubectl label namespace "$a" "$b" pod-security.kubernetes.io/enforce=baseline >/dev/null
+  app_yaml db '{"replicas": 1}' | kubectl -n "$a" apply -f - >/dev/null
+  app_yaml a-db '{"replicas": 1}' | kubectl -n "$b" apply -f - >/dev/null
+  wait_for "$a/db ready" 120 app_ready "$a" db || { on_fail "$a"; return 1; }
+  wait_for "$b/a-db ready" 120 app_ready "$b" a-db || { on_fail "$b"; return 1; }
+  kubectl -n "$a" exec db-0 -c app -- sh -c "echo $a/db > /usr/share/hello/owner"
+  kubectl -n "$b" exec a-db-0 -c app -- sh -c "echo $b/a-db > /usr/share/hello/owner"
+  [[ $(kubectl get pv "hellostateful.$a.db.0" -o jsonpath='{.spec.claimRef.namespace}') == "$a" ]]
+  [[ $(kubectl get pv "hellostateful.$b.a-db.0" -o jsonpath='{.spec.claimRef.namespace}') == "$b" ]]
+  [[ $(cat "$(data_dir "$a" db 0)/owner") == "$a/db" && $(cat "$(data_dir "$b" a-db 0)/owner") == "$b/a-db" ]]
+}
+
+test_delete_and_recreate_without_restore_starts_empty() {
+  local ns kubeconfig old new
+  tenant fresh; ns=$TNS; kubeconfig=$TKC
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml app '{"replicas": 1}')"
+  wait_for "app ready" 120 app_ready "$ns" app || { on_fail "$ns"; return 1; }
+  as "$kubeconfig" exec app-0 -c app -- sh -c 'echo earlier-life > /usr/share/hello/marker'
+  old=$(data_dir "$ns" app 0)
+  as "$kubeconfig" delete hs app --wait=true --timeout=120s >/dev/null
+  [[ -z $(ls -A "$old") ]] || { echo "the deleted app's data stayed in $old:"; ls -A "$old"; return 1; }
+  has_event "$ns" Deleted
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml app '{"replicas": 1, "restoreFromExisting": false}')"
+  wait_for "app ready again" 120 app_ready "$ns" app || { on_fail "$ns"; return 1; }
+  new=$(data_dir "$ns" app 0)
+  [[ $new != "$old" && ! -e $new/marker ]] || { echo "the new app got old data in $new"; ls -la "$new"; return 1; }
+  if as "$kubeconfig" exec app-0 -c app -- test -e /usr/share/hello/marker; then echo "marker visible to the new app"; return 1; fi
+}
+
+test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups() {
+  local ns kubeconfig old_data uid
+  tenant reborn; ns=$TNS; kubeconfig=$TKC
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml app '{"replicas": 1, "restoreFromExisting": true}')"
+  wait_for "app ready" 120 app_ready "$ns" app || { on_fail "$ns"; return 1; }
+  as "$kubeconfig" exec app-0 -c app -- sh -c 'echo first-owner > /usr/share/hello/marker'
+  [[ $(request "$ns" app backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  old_data=$(data_dir "$ns" app 0)
+  # The namespace goes (its app with it), and someone else makes one of the same name.
+  kubectl delete namespace "$ns" --wait=true --timeout=180s >/dev/null
+  kubectl create namespace "$ns" >/dev/null
+  kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=baseline >/dev/null
+  app_yaml app '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "refused" 90 bash -c "[[ \$(kubectl -n '$ns' get hs app -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}') == BackupsOfAnotherNamespace ]]" ||
+    { on_fail "$ns"; return 1; }
+  has_event "$ns" BackupsOfAnotherNamespace
+  # No Job could read the earlier namespace's backups, and no pod runs on its data.
+  [[ -z $(kubectl -n "$ns" get jobs,pods -o name) ]] || { kubectl -n "$ns" get jobs,pods; return 1; }
+  uid=$(kubectl -n "$ns" get hs app -o jsonpath='{.metadata.uid}')
+  [[ $(data_dir "$ns" app 0) != "$old_data" ]]
+  [[ ! -e $HOSTPATH_ROOT/$ns/app/$uid/0/marker ]]
+  # The backups are still there for the admin to decide.
+  has_backup "$ns" app
+}
+
+test_even_the_reconciler_cannot_write_outside_the_roots() {
+  local pv job
+  pv='apiVersion: v1
+kind: PersistentVolume
+metadata: {name: hellostateful-vap-probe}
+spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: PATH}}'
+  expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//etc}"
+  expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//tmp/backup}"
+  expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//tmp/backup-other/x}"
+  kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//tmp/backup/ns/app}" >/dev/null
+  job='apiVersion: batch/v1
+kind: Job
+metadata: {name: vap-probe, namespace: default}
+spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: IMAGE}]VOLUMES}}}'
+  local mover
+  mover=$(kubectl -n hellostateful-system get configmap hellostateful-settings -o jsonpath='{.data.moverImage}')
+  expect_fail "run only the mover image" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - \
+    <<<"$(sed -e 's/IMAGE/busybox:1.36/' -e 's/VOLUMES//' <<<"$job")"
+  expect_fail "never mount a node path" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - \
+    <<<"$(sed -e "s|IMAGE|$mover|" -e 's|VOLUMES|, volumes: [{name: h, hostPath: {path: /}}]|' <<<"$job")"
+  kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"$(sed -e "s|IMAGE|$mover|" -e 's/VOLUMES//' <<<"$job")" >/dev/null
+}
+
+run_test node_paths_as_backup_targets_are_refused test_node_paths_as_backup_targets_are_refused
+run_test a_tenant_sees_only_its_own_backups test_a_tenant_sees_only_its_own_backups
+run_test symlink_swaps_in_the_app_never_leak_node_files_into_backups test_symlink_swaps_in_the_app_never_leak_node_files_into_backups
+run_test a_forged_snapshot_beneath_a_symlink_is_refused test_a_forged_snapshot_beneath_a_symlink_is_refused_and_nothing_outside_is_written
+run_test option_like_restore_sources_never_reach_the_mover test_option_like_restore_sources_never_reach_the_mover
+run_test look_alike_namespace_and_name_pairs_never_collide test_look_alike_namespace_and_name_pairs_never_collide
+run_test delete_and_recreate_without_restore_starts_empty test_delete_and_recreate_without_restore_starts_empty
+run_test a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups
+run_test even_the_reconciler_cannot_write_outside_the_roots test_even_the_reconciler_cannot_write_outside_the_roots
+summary
