@@ -139,6 +139,8 @@ delete_namespaces() {
     kubectl wait --for=delete "namespace/$ns" --timeout=300s >/dev/null 2>&1 ||
       log "namespace $ns is still terminating"
     rm -rf "/tmp/hostpath-provisioner/$ns" "/tmp/backup/$ns"
+    # Backup volumes outlive their apps by design.
+    kubectl delete pv -l "hello-stateful.example.com/namespace=$ns" --wait=false >/dev/null 2>&1 || true
   done
 }
 

@@ -117,6 +117,24 @@ test_delete_says_backups_are_kept() {
   has_backup "$NS" demo
 }
 
+test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
+  local out
+  # demo was deleted above: its catalog is still there, read through its backup claim.
+  hs backups demo -o json | jq -e 'length >= 1' >/dev/null || { hs backups demo; return 1; }
+  # Created again and deleted with --delete-backups: the snapshots, their claim and their
+  # volume go, after the reconciler purged them.
+  hs create demo --replicas 1
+  wait_for "demo Ready" 120 app_ready "$NS" demo || { on_fail "$NS"; return 1; }
+  has_backup "$NS" demo
+  expect_fail "--yes" hs delete demo --delete-backups </dev/null
+  out=$(hs delete demo --delete-backups --yes) || { echo "$out"; return 1; }
+  wait_for "demo gone" 120 bash -c "! kubectl -n '$NS' get hellostateful demo >/dev/null 2>&1"
+  if has_backup "$NS" demo; then echo "backups left: $(backups_of "$NS" demo)"; return 1; fi
+  wait_for "backup claim gone" 60 bash -c "! kubectl -n '$NS' get pvc backups-demo >/dev/null 2>&1"
+  wait_for "backup volume gone" 60 bash -c "! kubectl get pv 'hellostateful-backups.$NS.demo' >/dev/null 2>&1"
+  has_event "$NS" Deleted
+}
+
 run_test dry_runs_change_nothing test_dry_runs_change_nothing
 run_test create_list_get_in_every_format test_create_list_get_in_every_format
 run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
@@ -128,4 +146,5 @@ run_test version_reports_plugin_and_reconciler test_version_reports_plugin_and_r
 run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_verb_on_which_resource
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
+run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
 summary

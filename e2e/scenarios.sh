@@ -220,10 +220,11 @@ test_api_server_restart_mid_reconcile_converges() {
 
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
-  for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs"; do
+  for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs" \
+    "create namespaces" "patch namespaces" "patch configmaps" "patch validatingadmissionpolicies"; do
     [[ $(kubectl auth can-i $denied -A --as="$sa" 2>/dev/null) == no ]] || { echo "reconciler may $denied"; return 1; }
   done
-  for allowed in "patch statefulsets" "create jobs" "list pods" "patch persistentvolumes"; do
+  for allowed in "patch statefulsets" "create jobs" "list pods" "patch persistentvolumes" "get namespaces" "delete persistentvolumeclaims"; do
     [[ $(kubectl auth can-i $allowed -A --as="$sa" 2>/dev/null) == yes ]] || { echo "reconciler may not $allowed"; return 1; }
   done
   # The reconciler itself runs as non-root without capabilities.
