@@ -330,7 +330,13 @@ impl ReplicaCopy<'_> {
                 Err(e) => return Err(e),
             };
             let before = Inode::of(&src, &from)?;
-            before.expect_same(&job.lstat, &from)?;
+            // A regular file reached without a symlink is inside the volume whatever its
+            // inode: an app that saves by renaming a new file over the old one gets the new
+            // one backed up (its own metadata is recorded below). Anything else in its place
+            // (a directory, a FIFO, a device) is a swap, and refused.
+            if before.kind != FileType::RegularFile {
+                before.expect_same(&job.lstat, &from)?;
+            }
             let dst = self.dest.create_file(&job.rel)?;
             let copied = fsops::copy_into(&mut src, dst, &from, &to, buf)?;
             let after = Inode::of(&src, &from)?;

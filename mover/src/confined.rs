@@ -229,7 +229,10 @@ impl Dir {
     /// Opens the regular file `rel` for reading.
     pub(crate) fn open_file(&self, rel: impl AsRef<Path>) -> Result<File> {
         let rel = rel.as_ref();
-        self.resolve(rel, OFlags::RDONLY | OFlags::NOFOLLOW, Mode::empty())
+        // NONBLOCK: a FIFO swapped in for a file must not hang the mover (no effect on
+        // regular files).
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        self.resolve(rel, flags, Mode::empty())
             .map(File::from)
             .map_err(fail("open", self.join(rel)))
     }

@@ -443,3 +443,32 @@ fn purge_waits_for_the_lock_then_deletes_every_snapshot_but_not_symlink_targets(
     assert_eq!(left, vec![".lock"]);
     assert_eq!(listing(&outside), before);
 }
+
+#[test]
+fn a_file_an_app_replaces_by_rename_is_backed_up_not_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = tmp.path().join("src");
+    fs::create_dir_all(source.join("0")).expect("mkdir");
+    fs::write(source.join("0/state"), b"version 0").expect("write");
+    let app = app(&tmp.path().join("backup"));
+    let version = AtomicU64::new(0);
+    // The app saves the way careful apps do: write a new file, rename it over the old one.
+    let save = || {
+        let n = version.fetch_add(1, Ordering::Relaxed) + 1;
+        let next = source.join(format!("0/.state.{n}"));
+        fs::write(&next, format!("version {n}")).expect("write");
+        fs::rename(&next, source.join("0/state")).expect("rename");
+        1
+    };
+    let (ok, failed) = race(save, || {
+        match hellostateful_mover::backup(&app, &backup_opts(&source)) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("backup failed: {}", chain(&e));
+                false
+            }
+        }
+    });
+    assert_eq!(failed, 0, "{ok} backups succeeded, {failed} failed");
+    assert!(all_snapshots_verify(&app) > 0);
+}
