@@ -821,8 +821,12 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
     let mut gate = RestoreGate::default();
+    // An initial restore that started runs to its end even if restoreFromExisting was
+    // turned off meanwhile: the app must not start while the mover writes.
+    let initial_job = names::initial_restore_job(&app.name, &app.uid);
+    let initial_started = jobs.iter().any(|job| job.name_any() == initial_job);
     if !initialized
-        && app.app.spec.restore_from_existing
+        && (app.app.spec.restore_from_existing || initial_started)
         && let Some(action) = initial_restore(pass, &jobs).await?
     {
         return Ok(action);
@@ -1201,7 +1205,24 @@ async fn on_demand_restore(
     let app = pass.app;
     let replicas = app.app.spec.replicas;
     let old = pass.status.restore_request.clone();
+    // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
+    // app stopped even when its request was withdrawn or replaced.
+    let running_restore = jobs
+        .iter()
+        .filter(|job| component(job) == Some(Component::Restore))
+        .find(|job| jobs::is_active(job))
+        .map(|job| job.name_any());
     let Some(token) = pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) else {
+        if let Some(job) = running_restore {
+            gate.in_progress = true;
+            pass.conditions().set(
+                conditions::RESTORING,
+                true,
+                "RestoreRunning",
+                &format!("Job {job} still restores (its request was withdrawn); the app starts once it ends"),
+            );
+            return Ok(0);
+        }
         return Ok(replicas);
     };
     let from = app
@@ -1291,7 +1312,12 @@ async fn on_demand_restore(
                 .list(&ListParams::default().labels(&names::selector_string(&app.name)))
                 .await?
                 .items;
-            let (phase, message) = if let Some(backup) = backup {
+            let (phase, message) = if let Some(other) = &running_restore {
+                (
+                    RequestPhase::Pending,
+                    format!("waiting for restore Job {other} to finish: one restore at a time"),
+                )
+            } else if let Some(backup) = backup {
                 (
                     RequestPhase::Pending,
                     format!("waiting for backup Job {} to finish", backup.name_any()),

@@ -48,6 +48,12 @@ impl Api {
         self
     }
 
+    /// Answers 404 from now on, as for an object that does not exist.
+    fn without(mut self, method: &str, path: &str) -> Self {
+        self.routes.remove(&format!("{method} {path}"));
+        self
+    }
+
     /// Runs one reconcile pass of `app` against the canned answers.
     async fn reconcile(mut self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
         self = self.on("GET", APP, value(&app));
@@ -647,4 +653,72 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
             && writes.contains(&format!("DELETE {BACKUP_PV}")),
         "{writes:?}"
     );
+}
+
+fn active_restore_job(name: &str) -> Value {
+    json!({"metadata": {"name": name,
+        "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}})
+}
+
+/// The replicas the pass applied to the StatefulSet, if it wrote one.
+fn statefulset_replicas(seen: &[Seen]) -> Option<Value> {
+    seen.iter()
+        .find(|s| s.method == "PATCH" && s.path == STS)
+        .map(|s| s.body["spec"]["replicas"].clone())
+}
+
+#[tokio::test]
+async fn a_second_restore_token_waits_for_the_restore_job_that_runs() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t2"});
+    let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
+    let app = app(seed(), annotations, status);
+    let first = names::restore_job("hello", "t1");
+    let (result, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![active_restore_job(&first)]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no second restore Job beside the first"
+    );
+    let request = &status_written(&seen)["restoreRequest"];
+    assert_eq!(request["token"], "t2");
+    assert_eq!(request["phase"], "Pending");
+    assert!(
+        request["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&first)),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn a_withdrawn_restore_request_keeps_the_app_stopped_until_its_job_ends() {
+    // The annotation was removed while its Job runs: the app must not start meanwhile.
+    let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
+    let app = app(seed(), json!({}), status);
+    let job = names::restore_job("hello", "t1");
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![active_restore_job(&job)]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(statefulset_replicas(&seen), Some(json!(0)));
+    let restoring = condition(&status_written(&seen), "Restoring").clone();
+    assert_eq!(restoring["status"], "True");
+}
+
+#[tokio::test]
+async fn turning_off_restore_from_existing_during_the_initial_restore_does_not_start_the_app() {
+    let spec = json!({"replicas": 1, "restoreFromExisting": false});
+    let app = app(spec, json!({}), json!({}));
+    let initial = names::initial_restore_job("hello", "uid-1");
+    let (result, seen) = running(&app, 1)
+        .without("GET", STS)
+        .on("GET", JOBS, list(vec![active_restore_job(&initial)]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(statefulset_replicas(&seen), None, "no StatefulSet yet");
 }
