@@ -218,13 +218,40 @@ test_api_server_restart_mid_reconcile_converges() {
   [[ $(reconciler_restarts) == "$restarts" ]] || { echo "the reconciler restarted"; return 1; }
 }
 
+# set_mover_image IMAGE: the admin's settings name another mover image; the reconciler
+# reads them when it starts.
+set_mover_image() {
+  kubectl -n "$RECONCILER_NS" patch configmap hellostateful-settings --type merge \
+    -p "{\"data\": {\"moverImage\": \"$1\"}}" >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout restart deployment/hellostateful-reconciler >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout status deployment/hellostateful-reconciler --timeout=120s >/dev/null
+}
+
+test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back() {
+  local ns image
+  ns=$(new_ns stuck)
+  image=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverImage}')
+  trap "set_mover_image '$image'; cleanup_ns '$ns'" EXIT
+  app_yaml stuck '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" stuck || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec stuck-0 -c app -- sh -c 'echo live > /usr/share/hello/keep'
+  [[ $(request "$ns" stuck backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  # An image no node can pull: the restore Job's pod never starts.
+  set_mover_image hellostateful.invalid/missing:0
+  [[ $(request "$ns" stuck restore "hello-stateful.example.com/restore-from=latest") == Failed ]] || { on_fail "$ns"; return 1; }
+  status_contains "$ns" stuck '{.status.restoreRequest.message}' "ImagePull"
+  has_event "$ns" JobStopped
+  wait_for "the app back on its own data" 120 app_ready "$ns" stuck || { on_fail "$ns"; return 1; }
+  [[ $(cat "$(data_dir "$ns" stuck 0)/keep") == live ]]
+}
+
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
   for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs" \
     "create namespaces" "patch namespaces" "patch configmaps" "patch validatingadmissionpolicies"; do
     [[ $(kubectl auth can-i $denied -A --as="$sa" 2>/dev/null) == no ]] || { echo "reconciler may $denied"; return 1; }
   done
-  for allowed in "patch statefulsets" "create jobs" "list pods" "patch persistentvolumes" "get namespaces" "delete persistentvolumeclaims"; do
+  for allowed in "patch statefulsets" "create jobs" "patch jobs" "list pods" "patch persistentvolumes" "get namespaces" "delete persistentvolumeclaims"; do
     [[ $(kubectl auth can-i $allowed -A --as="$sa" 2>/dev/null) == yes ]] || { echo "reconciler may not $allowed"; return 1; }
   done
   # The reconciler itself runs as non-root without capabilities.
@@ -241,5 +268,6 @@ run_test full_backup_target_fails_cleanly test_full_backup_target_fails_cleanly
 run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_backup_is_refused_before_live_data_is_touched
 run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_are_reported_and_nothing_restarts
 run_test api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
+run_test a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back
 run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
 summary

@@ -20,6 +20,8 @@ pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
 pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
 /// Label on Jobs: what the Job does (backup or restore) and why.
 pub const ACTION_LABEL: &str = "hello-stateful.example.com/action";
+/// Annotation on a mover Job the reconciler stopped because its pod could not start: why.
+pub const STOPPED_BECAUSE: &str = "hello-stateful.example.com/stopped-because";
 /// Annotation set (to `"true"`) before deleting an app: its backups go with it.
 pub const DELETE_BACKUPS: &str = "hello-stateful.example.com/delete-backups";
 /// Annotation on a backup PersistentVolume: the uid of the namespace it was made for, so

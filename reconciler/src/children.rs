@@ -20,6 +20,9 @@ pub const MOVER_DATA_DIR: &str = "/data";
 pub const MOVER_TARGET_DIR: &str = "/backup";
 /// Finished Jobs are removed after a day; their result is in status by then.
 const JOB_TTL_SECONDS: i32 = 86_400;
+/// The longest a mover Job may run: twelve hours, far above any backup this mover makes
+/// (about 300 MB/s), yet bounded.
+const JOB_DEADLINE_SECONDS: i64 = 43_200;
 /// Capacity recorded on backup volumes and requested by their claims. A node directory has
 /// no size of its own; the two only have to match for the claim to bind.
 const BACKUP_VOLUME_CAPACITY: &str = "1Gi";
@@ -416,6 +419,8 @@ fn mover_job_spec(
             },
         }]},
         "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+        // A backstop for a mover that hangs: no Job, however stuck, holds its app forever.
+        "activeDeadlineSeconds": JOB_DEADLINE_SECONDS,
         "template": {
             "metadata": {"labels": names::labels(&app.name, component)},
             "spec": {

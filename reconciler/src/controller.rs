@@ -57,6 +57,9 @@ const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
+/// for it, a refused pod) before the Job is stopped and its request fails with the reason.
+const START_PATIENCE: Duration = Duration::from_secs(60);
 /// How long deletion waits for its wipe or purge Job in one pass before it tries again.
 const CLEANUP_JOB_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -818,6 +821,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let jobs = jobs.items;
     pass.apply(&children::service(app)?, service.as_ref())
         .await?;
+    stop_stuck_jobs(pass, &jobs).await?;
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
     let mut gate = RestoreGate::default();
@@ -1039,6 +1043,47 @@ async fn backup_storage(
         Some(_) => {}
     }
     Ok(None)
+}
+
+/// Stops every mover Job whose pod cannot start, so that nothing waits on it forever (a
+/// restore holding the app at 0 replicas, backups piling up): the Job fails with the pod's
+/// own reason, which the next pass reports as the request's outcome.
+async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let patience = k8s_openapi::jiff::SignedDuration::try_from(START_PATIENCE)
+        .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
+    for job in jobs {
+        let stopped = job.annotations().contains_key(names::STOPPED_BECAUSE);
+        if !jobs::is_active(job) || stopped || !jobs::older_than(job, now, patience) {
+            continue;
+        }
+        let name = job.name_any();
+        let pods = pass
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}")))
+            .await?
+            .items;
+        let Some(reason) = jobs::stuck(job, &pods, now, patience) else {
+            continue;
+        };
+        // A deadline already past makes the Job controller fail the Job and remove its
+        // pods; the annotation keeps the real reason for status.
+        let patch = json!({
+            "metadata": {"annotations": {names::STOPPED_BECAUSE: reason}},
+            "spec": {"activeDeadlineSeconds": 1},
+        });
+        pass.api::<Job>()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        pass.ctx.metrics.writes.inc();
+        pass.note(
+            EventType::Warning,
+            "JobStopped",
+            "Stop",
+            format!("stopped Job {name}: {reason}"),
+        );
+    }
+    Ok(())
 }
 
 /// Says what the app waits for, and looks again soon.

@@ -722,3 +722,30 @@ async fn turning_off_restore_from_existing_during_the_initial_restore_does_not_s
     assert_eq!(result, Ok(()));
     assert_eq!(statefulset_replicas(&seen), None, "no StatefulSet yet");
 }
+
+#[tokio::test]
+async fn a_restore_job_whose_pod_never_starts_is_stopped_with_the_reason() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+    let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
+    let app = app(seed(), annotations, status);
+    let job = names::restore_job("hello", "t1");
+    let mut stuck = active_restore_job(&job);
+    stuck["status"]["startTime"] = json!("2020-01-01T00:00:00Z");
+    let (result, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![stuck]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    let patch = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == format!("{JOBS}/{job}"))
+        .expect("the Job is stopped");
+    assert_eq!(patch.body["spec"]["activeDeadlineSeconds"], 1);
+    let reason = patch.body["metadata"]["annotations"][names::STOPPED_BECAUSE].to_string();
+    assert!(reason.contains("no pod was created"), "{reason}");
+    let event = seen
+        .iter()
+        .find(|s| s.path.contains("/events") && s.body["reason"] == "JobStopped")
+        .expect("an event");
+    assert!(event.body["note"].to_string().contains(&job));
+}

@@ -1,8 +1,19 @@
 //! Reading a mover Job's outcome from the Job and its pod, so that a restarted reconciler
 //! learns where every action stands from the cluster alone.
 
+use hellostateful_api::names;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// Container waiting reasons that do not go away by waiting.
+const HOPELESS_WAITS: [&str; 5] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
 
 /// Where a Job stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,16 +42,85 @@ pub fn state(job: &Job) -> JobState {
     if is_true("Complete").is_some() {
         return JobState::Succeeded;
     }
+    // A Job the reconciler stopped says why its pod never ran better than its deadline does.
+    let stopped = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::STOPPED_BECAUSE));
     match is_true("Failed") {
         Some(failed) => JobState::Failed(
-            failed
-                .message
-                .clone()
+            stopped
+                .cloned()
+                .or_else(|| failed.message.clone())
                 .or_else(|| failed.reason.clone())
                 .unwrap_or_else(|| "the Job failed".to_string()),
         ),
         None => JobState::Running,
     }
+}
+
+/// Whether `job` started (or was made) more than `patience` ago.
+pub fn older_than(job: &Job, now: Timestamp, patience: SignedDuration) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .or(job.metadata.creation_timestamp.as_ref())
+        .is_some_and(|started| now.duration_since(started.0) >= patience)
+}
+
+/// Why a running Job's pod cannot start, once the Job is older than `patience`: its
+/// container's waiting reason (`ErrImagePull: …`), the scheduler's (`Unschedulable: …`), or
+/// that no pod was made at all (an admission refusal shows on the Job's events). None while
+/// a pod runs or may still start.
+pub fn stuck(job: &Job, pods: &[Pod], now: Timestamp, patience: SignedDuration) -> Option<String> {
+    if !older_than(job, now, patience) {
+        return None;
+    }
+    let name = job.metadata.name.as_deref().unwrap_or("?");
+    let seconds = patience.as_secs();
+    if pods.is_empty() {
+        return Some(format!(
+            "no pod was created in {seconds}s: `kubectl describe job {name}` shows why (an admission policy or a quota)"
+        ));
+    }
+    // Pods that ended are the Job's retries; of the others, every one must be stuck: one
+    // that runs, or may still start, keeps the Job alive.
+    let mut live = pods.iter().filter(|pod| {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        !matches!(phase, Some("Failed" | "Succeeded"))
+    });
+    let first = live.next().and_then(hopeless_wait)?;
+    live.all(|pod| hopeless_wait(pod).is_some())
+        .then(|| format!("its pod cannot start after {seconds}s: {first}"))
+}
+
+/// `reason: message` of a Pending pod that cannot start by waiting.
+fn hopeless_wait(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Pending") {
+        return None;
+    }
+    let waiting = status.container_statuses.iter().flatten().find_map(|c| {
+        let waiting = c.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        HOPELESS_WAITS
+            .contains(&reason)
+            .then(|| (reason.to_string(), waiting.message.clone()))
+    });
+    let unschedulable = status.conditions.iter().flatten().find_map(|c| {
+        (c.type_ == "PodScheduled" && c.status == "False").then(|| {
+            (
+                c.reason.clone().unwrap_or_else(|| "Unschedulable".into()),
+                c.message.clone(),
+            )
+        })
+    });
+    let (reason, message) = waiting.or(unschedulable)?;
+    Some(match message {
+        Some(message) => format!("{reason}: {message}"),
+        None => reason,
+    })
 }
 
 /// Whether `job` still runs.
@@ -148,6 +228,83 @@ mod tests {
         ];
         assert_eq!(termination_message(&pods).as_deref(), Some("new"));
         assert_eq!(termination_message(&[]), None);
+    }
+
+    fn job_started(secs_ago: i64) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "restore-x"},
+            "status": {"active": 1, "startTime": now().checked_sub(SignedDuration::from_secs(secs_ago)).expect("time").to_string()},
+        }))
+        .expect("job")
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(2_000_000_000).expect("time")
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "status": status}))
+            .expect("pod")
+    }
+
+    #[test]
+    fn a_pod_that_cannot_start_stops_its_job_after_a_minute_with_its_own_reason() {
+        let minute = SignedDuration::from_secs(60);
+        let pulling = pod(
+            serde_json::json!({"phase": "Pending", "containerStatuses": [{
+            "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "image not found"}}}]}),
+        );
+        let unschedulable = pod(serde_json::json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available"}]}));
+        let creating = pod(serde_json::json!({"phase": "Pending"}));
+        let running = pod(serde_json::json!({"phase": "Running"}));
+        let failed = pod(serde_json::json!({"phase": "Failed"}));
+        let cases: [(&str, i64, Vec<Pod>, Option<&str>); 7] = [
+            ("too early", 30, vec![pulling.clone()], None),
+            (
+                "image",
+                61,
+                vec![pulling.clone()],
+                Some("ErrImagePull: image not found"),
+            ),
+            (
+                "scheduler",
+                61,
+                vec![unschedulable.clone()],
+                Some("Unschedulable: 0/1 nodes"),
+            ),
+            (
+                "retry after a failure",
+                61,
+                vec![failed, pulling.clone()],
+                Some("ErrImagePull"),
+            ),
+            ("may still start", 61, vec![creating], None),
+            ("runs", 61, vec![running, pulling], None),
+            ("no pod", 61, vec![], Some("no pod was created in 60s")),
+        ];
+        for (case, age, pods, want) in cases {
+            let got = stuck(&job_started(age), &pods, now(), minute);
+            match want {
+                None => assert_eq!(got, None, "{case}"),
+                Some(want) => assert!(
+                    got.as_deref().is_some_and(|g| g.contains(want)),
+                    "{case}: {got:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_job_stopped_by_the_reconciler_fails_with_the_reason_it_recorded() {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "annotations": {names::STOPPED_BECAUSE: "ErrImagePull: gone"}},
+            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]},
+        }))
+        .expect("job");
+        assert_eq!(state(&job), JobState::Failed("ErrImagePull: gone".into()));
     }
 
     #[test]
