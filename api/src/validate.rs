@@ -76,6 +76,23 @@ pub fn restore_from(value: &str) -> Result<(), SpecError> {
     }
 }
 
+/// A node path as the CRD accepts it (`^(/[A-Za-z0-9_][-A-Za-z0-9._]*)+$`, 2 to 512
+/// characters): absolute, no empty, `.` or `..` component, no trailing `/`, never `/` itself.
+/// The plugin checks flags with it before sending, the reconciler the admin's backup roots.
+pub fn is_clean_absolute_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    (2..=512).contains(&path.len())
+        && rest.split('/').all(|component| {
+            let mut chars = component.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        })
+}
+
 /// Every check of a spec beyond the schema.
 pub fn spec(spec: &HelloStatefulSpec) -> Result<(), SpecError> {
     if let Some(expression) = &spec.backup_schedule {
@@ -106,6 +123,40 @@ mod tests {
         for bad in ["* * *", "61 * * * *", "every minute", "* * * * * *"] {
             let error = schedule(bad).expect_err(bad).to_string();
             assert!(error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn host_paths_follow_the_crd_rule() {
+        for good in [
+            "/tmp/backup",
+            "/a",
+            "/srv/back-ups/v1.2",
+            "/_x/y_",
+            "/srv/x.y/_z-1",
+        ] {
+            assert!(is_clean_absolute_path(good), "{good}");
+        }
+        for bad in [
+            "",
+            "/",
+            "//",
+            "/.",
+            "tmp/backup",
+            "/tmp/backup/",
+            "//tmp",
+            "/tmp//backup",
+            "/tmp/./backup",
+            "/tmp/../etc",
+            "/..",
+            "/.hidden",
+            "/a/.b",
+            "/-x",
+            "/tmp/back up",
+            "/tmp/bäckup",
+            &format!("/{}", "a".repeat(512)),
+        ] {
+            assert!(!is_clean_absolute_path(bad), "{bad}");
         }
     }
 

@@ -17,7 +17,6 @@ use serde_json::Value;
 
 use crate::cli::{DryRun, InstallArgs, OutputFormat, UninstallArgs};
 use crate::context::{Ctx, FIELD_MANAGER, RECONCILER, SYSTEM_NAMESPACE};
-use crate::create::is_clean_absolute_path;
 use crate::error::{Action, CliError, explain};
 use crate::output::{to_json, to_yaml};
 use crate::prompt;
@@ -101,7 +100,7 @@ pub fn parse_backup_roots(text: &str) -> Result<BackupRoots, String> {
         if root == "/" {
             return Err("/ is the whole node: name a directory like /tmp/backup".to_string());
         }
-        if !is_clean_absolute_path(root) {
+        if !hellostateful_api::validate::is_clean_absolute_path(root) {
             return Err(format!(
                 "{root:?} is not a clean absolute path like /tmp/backup (no empty, '.' or '..' components, no '//', no trailing '/')"
             ));

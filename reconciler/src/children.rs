@@ -554,6 +554,21 @@ mod tests {
         BackupLocation::NodeRoot("/tmp/backup".into())
     }
 
+    /// The claims a pod mounts, in order (every volume of a mover pod is one).
+    fn claim_names(pod: &k8s_openapi::api::core::v1::PodSpec) -> Vec<&str> {
+        pod.volumes
+            .iter()
+            .flatten()
+            .map(|v| {
+                v.persistent_volume_claim
+                    .as_ref()
+                    .expect("claim")
+                    .claim_name
+                    .as_str()
+            })
+            .collect()
+    }
+
     /// Every volume of a pod is a claim, and every container stays within Pod Security
     /// baseline: no hostPath, no privilege, capabilities from baseline's list only.
     fn assert_baseline(pod: &k8s_openapi::api::core::v1::PodSpec) {
@@ -852,18 +867,7 @@ mod tests {
         };
         let wipe = pod_of(&MoverTask::Wipe);
         assert_baseline(&wipe);
-        let claims: Vec<_> = wipe
-            .volumes
-            .iter()
-            .flatten()
-            .map(|v| {
-                v.persistent_volume_claim
-                    .as_ref()
-                    .expect("claim")
-                    .claim_name
-                    .as_str()
-            })
-            .collect();
+        let claims = claim_names(&wipe);
         assert_eq!(claims, ["data-hello-0", "data-hello-1"]);
         assert_eq!(
             wipe.containers[0].args.as_ref().expect("args")[..2],
@@ -871,18 +875,7 @@ mod tests {
         );
         let purge = pod_of(&MoverTask::Purge);
         assert_baseline(&purge);
-        let claims: Vec<_> = purge
-            .volumes
-            .iter()
-            .flatten()
-            .map(|v| {
-                v.persistent_volume_claim
-                    .as_ref()
-                    .expect("claim")
-                    .claim_name
-                    .as_str()
-            })
-            .collect();
+        let claims = claim_names(&purge);
         assert_eq!(claims, ["backups-hello"]);
     }
 

@@ -224,6 +224,13 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         .on("GET", PODS, list(vec![]))
 }
 
+/// The event the pass published with `reason`.
+fn event<'a>(seen: &'a [Seen], reason: &str) -> &'a Seen {
+    seen.iter()
+        .find(|s| s.path.contains("/events") && s.body["reason"] == reason)
+        .unwrap_or_else(|| panic!("no {reason} event"))
+}
+
 fn writes(seen: &[Seen]) -> Vec<String> {
     seen.iter()
         .filter(|s| s.is_write())
@@ -442,11 +449,7 @@ async fn an_invalid_schedule_is_reported_not_retried() {
             .as_str()
             .is_some_and(|m| m.contains("61 * * * *"))
     );
-    let event = seen
-        .iter()
-        .find(|s| s.path.contains("/events"))
-        .expect("an event");
-    assert_eq!(event.body["reason"], "InvalidSpec");
+    event(&seen, "InvalidSpec");
 }
 
 #[tokio::test]
@@ -518,11 +521,7 @@ async fn a_node_path_the_admin_did_not_allow_is_refused_and_nothing_is_made() {
             message.contains(hostile) && message.contains("/tmp/backup, /srv/backups"),
             "{message}"
         );
-        let event = seen
-            .iter()
-            .find(|s| s.path.contains("/events"))
-            .expect("an event");
-        assert_eq!(event.body["reason"], "BackupTargetRefused");
+        event(&seen, "BackupTargetRefused");
     }
 }
 
@@ -743,9 +742,9 @@ async fn a_restore_job_whose_pod_never_starts_is_stopped_with_the_reason() {
     assert_eq!(patch.body["spec"]["activeDeadlineSeconds"], 1);
     let reason = patch.body["metadata"]["annotations"][names::STOPPED_BECAUSE].to_string();
     assert!(reason.contains("no pod was created"), "{reason}");
-    let event = seen
-        .iter()
-        .find(|s| s.path.contains("/events") && s.body["reason"] == "JobStopped")
-        .expect("an event");
-    assert!(event.body["note"].to_string().contains(&job));
+    assert!(
+        event(&seen, "JobStopped").body["note"]
+            .to_string()
+            .contains(&job)
+    );
 }
