@@ -58,7 +58,18 @@ backups_of() { find "$BACKUP_ROOT/$1/$2" -mindepth 1 -maxdepth 1 -type d ! -name
 # has_backup NS NAME: at least one complete snapshot exists.
 has_backup() { [[ -n $(backups_of "$1" "$2") ]]; }
 
-# request_phase NS NAME backupRequest|restoreRequest TOKEN: prints the phase once the token is acknowledged.
+# api_reachable_through_service: the API server answers on the `kubernetes` Service's
+# ClusterIP from this node, the path pods take (kube-proxy's rules apply to the node too).
+api_reachable_through_service() {
+  local ip
+  ip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
+  [[ $(curl -sk -m 2 -o /dev/null -w '%{http_code}' "https://$ip/readyz") == 200 ]]
+}
+
+# request_seen NS NAME backupRequest|restoreRequest TOKEN: the token is in status, in any phase.
+request_seen() { [[ $(jp "$1" "$2" "{.status.$3.token}") == "$4" ]]; }
+
+# acknowledged NS NAME backupRequest|restoreRequest TOKEN: the token's request has ended.
 acknowledged() {
   local token phase
   token=$(jp "$1" "$2" "{.status.$3.token}")

@@ -2,6 +2,7 @@
 #
 #   wait_for DESCRIPTION TIMEOUT_SECONDS CMD...   poll CMD until it succeeds, within a deadline
 #   run_test NAME FUNCTION                        run one test, print --- PASS/FAIL: NAME (Xs)
+#                                                 (E2E_RUN=REGEX: only tests whose names match)
 #   summary                                       print "SUITE: N passed, M failed"; non-zero if any failed
 #   dump_debug NAMESPACE                          pods, events, describe + logs of unhealthy pods
 #
@@ -40,6 +41,8 @@ _e2e_elapsed() { awk -v a="$1" -v b="$(_e2e_now)" 'BEGIN { printf "%.1f", b - a 
 run_test() {
   local name=$1; shift
   local t0 rc
+  # E2E_RUN=REGEX runs only the tests whose names match (for working on one test).
+  [[ -z ${E2E_RUN:-} || $name =~ $E2E_RUN ]] || return 0
   t0=$(_e2e_now)
   echo "=== RUN   $name"
   # errtrace makes the ERR trap name the failing command inside test functions too.

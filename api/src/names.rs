@@ -27,6 +27,10 @@ pub const DELETE_BACKUPS: &str = "hello-stateful.example.com/delete-backups";
 /// Annotation on a backup PersistentVolume: the uid of the namespace it was made for, so
 /// that a namespace deleted and created again by someone else never gets its backups.
 pub const NAMESPACE_UID_ANNOTATION: &str = "hello-stateful.example.com/namespace-uid";
+/// Annotation on the StatefulSet: how the restore before the app's first start ended
+/// (`restored <id>` or `no-backup`). A durable record, so that any later pass finishes the
+/// status even when the write that should have done so was lost.
+pub const INITIAL_RESTORE: &str = "hello-stateful.example.com/initial-restore";
 
 /// `app.kubernetes.io/name` of everything hellostateful makes.
 pub const APP_NAME: &str = "hellostateful";
@@ -162,20 +166,27 @@ pub fn purge_job(name: &str, uid: &str) -> String {
     format!("purge-{name}-{}", short_hash(uid))
 }
 
-/// The Job of an on-demand backup: named from the token, so one token makes one Job.
-pub fn backup_job(name: &str, token: &str) -> String {
-    format!("backup-{name}-{}", short_hash(token))
+/// The Job of an on-demand backup: named from the app's uid and the token, so one token
+/// makes one Job.
+pub fn backup_job(name: &str, uid: &str, token: &str) -> String {
+    format!("backup-{name}-{}", short_hash(&format!("{uid}/{token}")))
 }
 
-/// The Job of an on-demand restore.
-pub fn restore_job(name: &str, token: &str) -> String {
-    format!("restore-{name}-{}", short_hash(token))
+/// The Job of an on-demand restore. Named from the app's uid too, so that a Job of an
+/// earlier app of the same name (still being garbage-collected) is never taken for it.
+pub fn restore_job(name: &str, uid: &str, token: &str) -> String {
+    format!("restore-{name}-{}", short_hash(&format!("{uid}/{token}")))
 }
 
 /// The Job that restores a newly created app (`restoreFromExisting`), named from the
-/// app's uid so that an app created again gets a Job of its own.
-pub fn initial_restore_job(name: &str, uid: &str) -> String {
-    format!("restore-{name}-{}", short_hash(&format!("initial/{uid}")))
+/// app's uid so that an app created again gets a Job of its own; a retry after a failed
+/// attempt is named from its restore-requested token as well.
+pub fn initial_restore_job(name: &str, uid: &str, retry: Option<&str>) -> String {
+    let attempt = match retry {
+        None => format!("initial/{uid}"),
+        Some(token) => format!("initial/{uid}/{token}"),
+    };
+    format!("restore-{name}-{}", short_hash(&attempt))
 }
 
 /// Eight hex digits of FNV-1a: stable across versions and platforms, unlike std's hasher.
@@ -196,9 +207,9 @@ mod tests {
     fn child_names_fit_their_limits_for_the_longest_name() {
         let name = "a".repeat(MAX_NAME_LEN);
         assert!(cronjob(&name).len() <= 52);
-        assert!(backup_job(&name, "2026-11-29T15:00:00Z").len() <= 63);
-        assert!(restore_job(&name, "x").len() <= 63);
-        assert!(initial_restore_job(&name, "uid").len() <= 63);
+        assert!(backup_job(&name, "uid", "2026-11-29T15:00:00Z").len() <= 63);
+        assert!(restore_job(&name, "uid", "x").len() <= 63);
+        assert!(initial_restore_job(&name, "uid", Some("x")).len() <= 63);
         assert!(claim(&name, 19).len() <= 63);
         assert!(volume(&"n".repeat(63), &name, 19).len() <= 253);
         assert!(backup_volume(&"n".repeat(63), &name).len() <= 253);
@@ -221,11 +232,19 @@ mod tests {
 
     #[test]
     fn job_names_are_stable_and_differ_per_token() {
-        assert_eq!(backup_job("app", "t1"), backup_job("app", "t1"));
-        assert_ne!(backup_job("app", "t1"), backup_job("app", "t2"));
+        assert_eq!(backup_job("app", "u1", "t1"), backup_job("app", "u1", "t1"));
+        assert_ne!(backup_job("app", "u1", "t1"), backup_job("app", "u1", "t2"));
         assert_ne!(
-            initial_restore_job("app", "u1"),
-            initial_restore_job("app", "u2")
+            restore_job("app", "u1", "t1"),
+            restore_job("app", "u2", "t1")
+        );
+        assert_ne!(
+            initial_restore_job("app", "u1", None),
+            initial_restore_job("app", "u2", None)
+        );
+        assert_ne!(
+            initial_restore_job("app", "u1", None),
+            initial_restore_job("app", "u1", Some("t1"))
         );
         assert_eq!(short_hash("").len(), 8);
     }

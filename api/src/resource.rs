@@ -87,6 +87,20 @@ pub struct HelloStatefulSpec {
     /// by that user: fsGroup does this on most StorageClasses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<AppSecurityContext>,
+
+    /// Labels a node must have to run the app's pods and its backup and restore Jobs, as in
+    /// a Pod's nodeSelector. With node-directory volumes (no storageClassName) the data node
+    /// is chosen once, when the volumes are made, among Ready, uncordoned nodes that match
+    /// and whose taints the app tolerates; `kubernetes.io/hostname: NODE` pins one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.size() <= 16").message("nodeSelector may hold at most 16 labels"))]
+    pub node_selector: Option<std::collections::BTreeMap<String, String>>,
+
+    /// Taints the app's pods and its backup and restore Jobs tolerate, as in a Pod's
+    /// tolerations: to run on a tainted node (a control plane, dedicated nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
 }
 
 /// The identity of the app's container.

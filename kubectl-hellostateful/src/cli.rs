@@ -301,6 +301,10 @@ pub struct CreateArgs {
     /// StorageClass for dynamic volumes (default: static hostPath volumes on one node)
     #[arg(long, value_name = "CLASS")]
     pub storage_class: Option<String>,
+    /// Node label the app's pods and Jobs need, like kubernetes.io/hostname=node-1 (repeat
+    /// for several); the data node is chosen among matching nodes
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub node_selector: Vec<(String, String)>,
     /// How many backups retention keeps (default 10)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=1000))]
     pub keep_last: Option<i32>,
@@ -441,6 +445,16 @@ pub struct UninstallArgs {
     /// Do not ask for confirmation (needed without a terminal, and always with --include-crd)
     #[arg(short = 'y', long)]
     pub yes: bool,
+}
+
+/// Parses a node label `KEY=VALUE` (the API server checks the label's syntax).
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!(
+            "{text:?} is not a node label like kubernetes.io/hostname=node-1"
+        )),
+    }
 }
 
 /// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.

@@ -62,6 +62,9 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
         storage,
         backup,
         security_context: None,
+        node_selector: (!args.node_selector.is_empty())
+            .then(|| args.node_selector.iter().cloned().collect()),
+        tolerations: None,
     };
     let mut app = HelloStateful::new(&args.name, spec);
     app.metadata.namespace = Some(namespace.to_string());

@@ -225,10 +225,13 @@ pub fn claim(app: &AppRef, ordinal: i32) -> Result<PersistentVolumeClaim, Error>
 ///
 /// `existing` is the StatefulSet in the cluster: its volume claim templates are immutable,
 /// so they are kept as they are rather than re-derived from a changed spec.
+/// The app's StatefulSet; `initial_restore` is the record of how the restore before its
+/// first start ended (see `names::INITIAL_RESTORE`).
 pub fn statefulset(
     app: &AppRef,
     replicas: i32,
     existing: Option<&StatefulSet>,
+    initial_restore: Option<&str>,
 ) -> Result<StatefulSet, Error> {
     let spec = &app.app.spec;
     let templates = match existing
@@ -247,10 +250,14 @@ pub fn statefulset(
             },
         }]),
     };
+    let mut metadata = app.metadata(&names::statefulset(&app.name), Component::App);
+    if let Some(record) = initial_restore {
+        metadata["annotations"] = json!({names::INITIAL_RESTORE: record});
+    }
     build(json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": app.metadata(&names::statefulset(&app.name), Component::App),
+        "metadata": metadata,
         "spec": {
             "replicas": replicas,
             "serviceName": names::statefulset(&app.name),
@@ -260,6 +267,8 @@ pub fn statefulset(
                 "metadata": {"labels": names::labels(&app.name, Component::App)},
                 "spec": {
                     "terminationGracePeriodSeconds": 5,
+                    "nodeSelector": spec.node_selector,
+                    "tolerations": spec.tolerations,
                     "automountServiceAccountToken": false,
                     "enableServiceLinks": false,
                     "securityContext": app_pod_security(app),
@@ -425,6 +434,9 @@ fn mover_job_spec(
             "metadata": {"labels": names::labels(&app.name, component)},
             "spec": {
                 "restartPolicy": "Never",
+                // Where the app may run, so may its Jobs (its volumes are there).
+                "nodeSelector": app.app.spec.node_selector,
+                "tolerations": app.app.spec.tolerations,
                 "automountServiceAccountToken": false,
                 "enableServiceLinks": false,
                 "terminationGracePeriodSeconds": 30,
@@ -621,7 +633,7 @@ mod tests {
     fn statefulset_runs_the_2018_app_with_one_claim_per_replica() {
         let app = app(json!({"replicas": 2}));
         let app = AppRef::new(&app).expect("app");
-        let sts = statefulset(&app, 2, None).expect("sts");
+        let sts = statefulset(&app, 2, None, None).expect("sts");
         let spec = sts.spec.expect("spec");
         assert_eq!(spec.replicas, Some(2));
         let pod = spec.template.spec.expect("pod");
@@ -641,12 +653,41 @@ mod tests {
     }
 
     #[test]
+    fn the_app_and_its_jobs_run_where_the_spec_places_them() {
+        let app = app(json!({
+            "nodeSelector": {"disk": "ssd"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        }));
+        let app = AppRef::new(&app).expect("app");
+        let sts = statefulset(&app, 1, None, None).expect("sts");
+        let backup = mover_job(
+            &app,
+            "backup-x",
+            &MoverTask::Backup,
+            "test",
+            &node_root(),
+            &settings(),
+        )
+        .expect("job");
+        let pods = [
+            sts.spec.expect("spec").template.spec.expect("pod"),
+            backup.spec.expect("spec").template.spec.expect("pod"),
+        ];
+        for pod in pods {
+            let selector = pod.node_selector.expect("nodeSelector");
+            assert_eq!(selector.get("disk").map(String::as_str), Some("ssd"));
+            let tolerations = pod.tolerations.expect("tolerations");
+            assert_eq!(tolerations[0].key.as_deref(), Some("dedicated"));
+        }
+    }
+
+    #[test]
     fn the_app_runs_as_the_spec_says_and_passes_restricted_when_asked() {
         let app = app(
             json!({"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "runAsNonRoot": true}}),
         );
         let app = AppRef::new(&app).expect("app");
-        let sts = statefulset(&app, 1, None).expect("sts");
+        let sts = statefulset(&app, 1, None, None).expect("sts");
         let pod = sts.spec.expect("spec").template.spec.expect("pod");
         let context = pod.security_context.as_ref().expect("context");
         assert_eq!(context.run_as_user, Some(1000));
@@ -661,10 +702,10 @@ mod tests {
     fn statefulset_keeps_the_immutable_claim_templates_of_the_existing_one() {
         let old = app(json!({"storage": {"size": "1Gi"}}));
         let old = AppRef::new(&old).expect("app");
-        let existing = statefulset(&old, 1, None).expect("sts");
+        let existing = statefulset(&old, 1, None, None).expect("sts");
         let new = app(json!({"storage": {"size": "5Gi"}}));
         let new = AppRef::new(&new).expect("app");
-        let sts = statefulset(&new, 1, Some(&existing)).expect("sts");
+        let sts = statefulset(&new, 1, Some(&existing), None).expect("sts");
         let template = &sts.spec.expect("spec").volume_claim_templates.expect("t")[0];
         let size = &template
             .spec

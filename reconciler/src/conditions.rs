@@ -35,6 +35,14 @@ impl<'a> Conditions<'a> {
             .any(|c| c.type_ == kind && c.status == "True")
     }
 
+    /// The reason of condition `kind`, if present.
+    pub fn reason(&self, kind: &str) -> Option<&str> {
+        self.list
+            .iter()
+            .find(|c| c.type_ == kind)
+            .map(|c| c.reason.as_str())
+    }
+
     /// Whether condition `kind` is present.
     pub fn has(&self, kind: &str) -> bool {
         self.list.iter().any(|c| c.type_ == kind)

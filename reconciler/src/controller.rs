@@ -39,9 +39,11 @@ use crate::drift;
 use crate::jobs::{self, JobState};
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
+use crate::placement;
+use crate::watch;
 
-/// How often an app that needs nothing is looked at again. Also the bound on how late an
-/// on-demand request is seen when a watch went silent (seen after API server restarts).
+/// How often an app that needs nothing is looked at again: a safety net should a watch
+/// event be missed (watches resume on their own within seconds, see `watch`).
 const RESYNC: Duration = Duration::from_secs(120);
 /// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
 /// case no watch event arrives.
@@ -57,6 +59,8 @@ const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// The action label of initial restore Jobs (on-demand ones say "requested").
+const INITIAL_RESTORE_ACTION: &str = "created";
 /// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
 /// for it, a refused pod) before the Job is stopped and its request fails with the reason.
 const START_PATIENCE: Duration = Duration::from_secs(60);
@@ -106,35 +110,26 @@ pub async fn run(ctx: Arc<Context>) {
     // served from a cold watch cache can hand out a resourceVersion that the same server
     // then refuses to watch from as too old, over and over.
     let trigger = watcher(apps, WatcherConfig::default().timeout(WATCH_TIMEOUT_SECS))
-        .default_backoff()
         .reflect(writer)
-        .applied_objects()
-        .predicate_filter(
-            predicates::generation::<HelloStateful>
-                .combine(predicates::annotations::<HelloStateful>)
-                .combine(predicates::finalizers::<HelloStateful>),
-            Default::default(),
-        );
+        .applied_objects();
+    let trigger = watch::resilient(trigger, "HelloStateful".into()).predicate_filter(
+        predicates::generation::<HelloStateful>
+            .combine(predicates::annotations::<HelloStateful>)
+            .combine(predicates::finalizers::<HelloStateful>),
+        Default::default(),
+    );
     Controller::for_stream(trigger, reader)
         // A bounded number of passes at once keeps memory flat when every app is due at
         // the same moment (start-up, resync) without slowing a steady trickle.
         .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
-        .owns(Api::<StatefulSet>::all(client.clone()), managed.clone())
-        .owns(Api::<Service>::all(client.clone()), managed.clone())
-        .owns(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            managed.clone(),
-        )
-        .owns(Api::<CronJob>::all(client.clone()), managed.clone())
+        .owns_stream(watch::metadata::<StatefulSet>(&client, &managed))
+        .owns_stream(watch::metadata::<Service>(&client, &managed))
+        .owns_stream(watch::metadata::<PersistentVolumeClaim>(&client, &managed))
+        .owns_stream(watch::metadata::<CronJob>(&client, &managed))
         // Jobs made by the CronJob are owned by it, not by the app: map them by label.
-        .watches(
-            Api::<Job>::all(client.clone()),
-            managed.clone(),
-            app_of_labelled,
-        )
-        .watches(
-            Api::<PersistentVolume>::all(client.clone()),
-            managed,
+        .watches_stream(watch::metadata::<Job>(&client, &managed), app_of_labelled)
+        .watches_stream(
+            watch::metadata::<PersistentVolume>(&client, &managed),
             app_of_labelled,
         )
         .shutdown_on_signal()
@@ -613,14 +608,35 @@ where
 
 /// The newest token of an on-demand annotation that status has not yet acknowledged as
 /// finished.
+/// The token under `annotation` that still needs acting on. A token that is a time before
+/// the app was created was not made for this app (it came with a copy of an older app's
+/// YAML): it is never acted on, and `Err` holds its acknowledgement as Failed.
 fn pending_token<'a>(
     app: &'a HelloStateful,
     annotation: &str,
     acknowledged: Option<&RequestStatus>,
-) -> Option<&'a str> {
-    let token = app.annotations().get(annotation)?.as_str();
+) -> Result<Option<&'a str>, RequestStatus> {
+    let Some(token) = app.annotations().get(annotation).map(String::as_str) else {
+        return Ok(None);
+    };
     let done = acknowledged.is_some_and(|ack| ack.token == token && ack.phase.is_final());
-    (!token.is_empty() && !done).then_some(token)
+    if token.is_empty() || done {
+        return Ok(None);
+    }
+    let made = token.parse::<k8s_openapi::jiff::Timestamp>().ok();
+    let created = app.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    match (made, created) {
+        // Creation times have whole seconds: only a token from an earlier second is older.
+        (Some(made), Some(created)) if made.as_second() < created.as_second() => Err(request(
+            token,
+            RequestPhase::Failed,
+            None,
+            format!(
+                "ignored: this request ({token}) is older than the app (created {created}), so it came with a copy of an earlier app's YAML; request it again to act on this app"
+            ),
+        )),
+        _ => Ok(Some(token)),
+    }
 }
 
 fn request(
@@ -721,8 +737,9 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let node = if spec.storage_class().is_none() {
         let volumes = app_volumes(pass.ctx, app).await?;
-        let Some(node) = data_node(pass, &volumes).await? else {
-            return no_node(pass);
+        let node = match data_node(pass, &volumes).await? {
+            Ok(node) => node,
+            Err(why) => return no_node(pass, why),
         };
         let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
         for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
@@ -789,8 +806,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         let node = match node {
             Some(node) => node,
             None => match data_node(pass, &[]).await? {
-                Some(node) => node,
-                None => return no_node(pass),
+                Ok(node) => node,
+                Err(why) => return no_node(pass, why),
             },
         };
         pass.status.node_name = Some(node.clone());
@@ -825,20 +842,29 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
     let mut gate = RestoreGate::default();
+    let mut initial_outcome = statefulset
+        .as_ref()
+        .and_then(|sts| sts.annotations().get(names::INITIAL_RESTORE))
+        .and_then(|record| InitialOutcome::parse(record));
     // An initial restore that started runs to its end even if restoreFromExisting was
     // turned off meanwhile: the app must not start while the mover writes.
-    let initial_job = names::initial_restore_job(&app.name, &app.uid);
-    let initial_started = jobs.iter().any(|job| job.name_any() == initial_job);
-    if !initialized
-        && (app.app.spec.restore_from_existing || initial_started)
-        && let Some(action) = initial_restore(pass, &jobs).await?
-    {
-        return Ok(action);
+    let initial_started = jobs.iter().any(|job| is_initial_attempt(job, &app.uid));
+    if !initialized && (app.app.spec.restore_from_existing || initial_started) {
+        match initial_restore(pass, &jobs).await? {
+            InitialRestore::Wait(action) => return Ok(action),
+            InitialRestore::Done(outcome) => initial_outcome = Some(outcome),
+        }
     }
     let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
 
-    let desired = children::statefulset(app, replicas, statefulset.as_ref())?;
+    let record = initial_outcome.as_ref().map(InitialOutcome::record);
+    let desired = children::statefulset(app, replicas, statefulset.as_ref(), record.as_deref())?;
     pass.apply(&desired, statefulset.as_ref()).await?;
+    if let Some(outcome) = &initial_outcome
+        && !gate.in_progress
+    {
+        finish_initial_restore(pass, outcome);
+    }
     if !initialized {
         pass.conditions().set(
             conditions::INITIALIZED,
@@ -922,8 +948,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     Ok(Action::requeue(if busy { WAIT } else { RESYNC }))
 }
 
-fn no_node(pass: &mut Pass<'_>) -> Result<Action, Error> {
-    let message = "no Ready, schedulable node to hold the app's data".to_string();
+fn no_node(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
     pass.conditions()
         .set(conditions::READY, false, "NoNode", &message);
     Ok(Action::requeue(WAIT * 5))
@@ -1063,7 +1088,12 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error>
             .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}")))
             .await?
             .items;
-        let Some(reason) = jobs::stuck(job, &pods, now, patience) else {
+        // Only for a Job with no pod: the Job controller's own account of why.
+        let refusal = match pods.is_empty() {
+            true => creation_refusal(pass, &name).await?,
+            false => None,
+        };
+        let Some(reason) = jobs::stuck(job, &pods, refusal.as_deref(), now, patience) else {
             continue;
         };
         // A deadline already past makes the Job controller fail the Job and remove its
@@ -1086,6 +1116,21 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error>
     Ok(())
 }
 
+/// The message of the Job controller's newest FailedCreate event for Job `name`, if any.
+async fn creation_refusal(pass: &Pass<'_>, name: &str) -> Result<Option<String>, Error> {
+    let selector =
+        format!("involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate");
+    let events = pass
+        .api::<k8s_openapi::api::core::v1::Event>()
+        .list(&ListParams::default().fields(&selector))
+        .await?;
+    Ok(events
+        .items
+        .into_iter()
+        .max_by_key(|event| event.last_timestamp.as_ref().map(|t| t.0))
+        .and_then(|event| event.message))
+}
+
 /// Says what the app waits for, and looks again soon.
 fn waiting(pass: &mut Pass<'_>, reason: &str, message: String) -> Result<Action, Error> {
     pass.conditions()
@@ -1102,116 +1147,167 @@ fn component(job: &Job) -> Option<Component> {
 }
 
 /// The node of the app's static volumes: where existing volumes are pinned, else where the
-/// status says, else the first Ready schedulable node by name.
-async fn data_node(pass: &Pass<'_>, volumes: &[PersistentVolume]) -> Result<Option<String>, Error> {
+/// status says, else one the app's pods can run on (see `placement`). The inner `Err` says
+/// why no node can.
+async fn data_node(
+    pass: &Pass<'_>,
+    volumes: &[PersistentVolume],
+) -> Result<Result<String, String>, Error> {
     if let Some(node) = volumes.iter().find_map(children::volume_node) {
-        return Ok(Some(node));
+        return Ok(Ok(node));
     }
     if let Some(node) = &pass.status.node_name {
-        return Ok(Some(node.clone()));
+        return Ok(Ok(node.clone()));
     }
     let nodes = Api::<Node>::all(pass.ctx.client.clone())
         .list(&ListParams::default())
         .await?;
-    let mut usable: Vec<String> = nodes
-        .items
-        .iter()
-        .filter(|node| {
-            let schedulable = !node
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false);
-            let ready = node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            schedulable && ready
-        })
-        .map(|node| node.name_any())
-        .collect();
-    usable.sort();
-    Ok(usable.into_iter().next())
+    let spec = &pass.app.app.spec;
+    Ok(placement::choose(
+        &nodes.items,
+        &spec.node_selector.clone().unwrap_or_default(),
+        spec.tolerations.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// How the restore before the app's first start ended, as recorded on its StatefulSet.
+#[derive(Debug, Clone, PartialEq)]
+enum InitialOutcome {
+    Restored(String),
+    NoBackup,
+}
+
+impl InitialOutcome {
+    fn record(&self) -> String {
+        match self {
+            InitialOutcome::Restored(id) => format!("restored {id}"),
+            InitialOutcome::NoBackup => "no-backup".to_string(),
+        }
+    }
+
+    fn parse(record: &str) -> Option<Self> {
+        match record {
+            "no-backup" => Some(InitialOutcome::NoBackup),
+            _ => record
+                .strip_prefix("restored ")
+                .map(|id| InitialOutcome::Restored(id.to_string())),
+        }
+    }
+}
+
+/// What the restore before the app's first start needs from the pass.
+enum InitialRestore {
+    /// The app must not start yet.
+    Wait(Action),
+    /// The restore ended: the app starts, and the outcome is recorded.
+    Done(InitialOutcome),
+}
+
+/// Whether `job` is an attempt of this app's initial restore.
+fn is_initial_attempt(job: &Job, uid: &str) -> bool {
+    let labels = job.labels();
+    component(job) == Some(Component::Restore)
+        && labels.get(names::ACTION_LABEL).map(String::as_str) == Some(INITIAL_RESTORE_ACTION)
+        && job.owner_references().iter().any(|owner| owner.uid == uid)
 }
 
 /// `restoreFromExisting` on creation: the restore Job runs to completion before the
-/// StatefulSet exists. Returns an action when the app must not start yet.
-async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Action>, Error> {
+/// StatefulSet exists. After a failed attempt, a new restore-requested token (`kubectl
+/// hellostateful restore NAME`) starts another attempt in a Job of its own.
+async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRestore, Error> {
     let app = pass.app;
-    let uid = app.app.uid().unwrap_or_default();
-    let job_name = names::initial_restore_job(&app.name, &uid);
-    let Some(job) = jobs.iter().find(|job| job.name_any() == job_name) else {
-        let task = MoverTask::Restore {
-            from: "latest".into(),
-            if_exists: true,
-        };
-        pass.start_job(&job_name, &task, "created").await?;
-        initial_restore_running(pass, &job_name);
-        pass.note(
-            EventType::Normal,
-            "RestoreStarted",
-            "Restore",
-            format!("restoring the newest backup with Job {job_name} before the app starts"),
-        );
-        return Ok(Some(Action::requeue(WAIT)));
-    };
-    match jobs::state(job) {
-        JobState::Running => {
-            initial_restore_running(pass, &job_name);
-            Ok(Some(Action::requeue(WAIT)))
+    let first = names::initial_restore_job(&app.name, &app.uid, None);
+    let old = pass.status.restore_request.clone();
+    let retry = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
+        Ok(token) => token,
+        Err(ignored) => {
+            pass.status.restore_request = Some(ignored);
+            None
         }
-        JobState::Succeeded => {
+    };
+    let find = |name: &str| jobs.iter().find(|job| job.name_any() == name);
+    let already_failed = pass.conditions().reason(conditions::RESTORING) == Some("RestoreFailed");
+    let first_failed = match find(&first) {
+        Some(job) => matches!(jobs::state(job), JobState::Failed(_)),
+        // Removed by its TTL after it failed: status still says so.
+        None => already_failed,
+    };
+    let (job_name, retrying) = match retry {
+        Some(token) => {
+            let name = names::initial_restore_job(&app.name, &app.uid, Some(token));
+            if find(&name).is_some() || first_failed {
+                (name, Some(token))
+            } else {
+                (first, None)
+            }
+        }
+        None => (first, None),
+    };
+    let acknowledge = |pass: &mut Pass<'_>, phase, message: &str| {
+        if let Some(token) = retrying {
+            pass.status.restore_request = Some(request(token, phase, Some(&job_name), message));
+        }
+    };
+    let state = find(&job_name).map(jobs::state);
+    match state {
+        // A failure is reported once; only a new token starts another attempt.
+        None | Some(JobState::Failed(_))
+            if retrying.is_none() && first_failed && already_failed =>
+        {
+            Ok(InitialRestore::Wait(Action::await_change()))
+        }
+        None => {
+            let task = MoverTask::Restore {
+                from: "latest".into(),
+                if_exists: true,
+            };
+            pass.start_job(&job_name, &task, INITIAL_RESTORE_ACTION)
+                .await?;
+            let message = initial_restore_running(pass, &job_name);
+            acknowledge(pass, RequestPhase::Running, &message);
+            pass.note(
+                EventType::Normal,
+                "RestoreStarted",
+                "Restore",
+                format!("restoring the newest backup with Job {job_name} before the app starts"),
+            );
+            Ok(InitialRestore::Wait(Action::requeue(WAIT)))
+        }
+        Some(JobState::Running) => {
+            let message = initial_restore_running(pass, &job_name);
+            acknowledge(pass, RequestPhase::Running, &message);
+            Ok(InitialRestore::Wait(Action::requeue(WAIT)))
+        }
+        Some(JobState::Succeeded) => {
             let outcome = pass
                 .job_message(&job_name)
                 .await?
                 .and_then(|m| summary::parse_last_line::<RestoreSummary>(&m));
-            match outcome {
+            let outcome = match outcome {
                 Some(RestoreSummary {
                     restored: true, id, ..
-                }) => {
-                    let id = id.unwrap_or_default();
-                    pass.status.is_restored = true;
-                    pass.ctx
-                        .metrics
-                        .restores
-                        .get_or_create(&crate::metrics::ResultLabel {
-                            result: "succeeded".into(),
-                        })
-                        .inc();
-                    pass.conditions().set(
-                        conditions::RESTORING,
-                        false,
-                        "Restored",
-                        &format!("restored backup {id} before the app started"),
-                    );
-                    pass.note(
-                        EventType::Normal,
-                        "Restored",
-                        "Restore",
-                        format!("restored backup {id}; starting the app"),
-                    );
+                }) => InitialOutcome::Restored(id.unwrap_or_default()),
+                _ => InitialOutcome::NoBackup,
+            };
+            let message = match &outcome {
+                InitialOutcome::Restored(id) => {
+                    format!("restored backup {id} before the app started")
                 }
-                _ => {
-                    pass.conditions().set(
-                        conditions::RESTORING,
-                        false,
-                        "NoBackup",
-                        "no backup of this app exists: it starts with empty volumes",
-                    );
-                    pass.note(EventType::Normal, "NoBackup", "Restore", format!(
-                        "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
-                        app.namespace, app.name
-                    ));
+                InitialOutcome::NoBackup => {
+                    "no backup of this app exists: it starts with empty volumes".to_string()
                 }
-            }
-            Ok(None)
+            };
+            acknowledge(pass, RequestPhase::Succeeded, &message);
+            Ok(InitialRestore::Done(outcome))
         }
-        JobState::Failed(reason) => {
+        Some(JobState::Failed(reason)) => {
             let message = pass.failure_message(&job_name, reason).await?;
             let full = format!(
-                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten; fix the backup target, or set spec.restoreFromExisting to false to start without a restore"
+                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), or set spec.restoreFromExisting to false to start without a restore",
+                name = app.name,
+                annotation = names::RESTORE_REQUESTED,
             );
+            acknowledge(pass, RequestPhase::Failed, &full);
             if pass
                 .conditions()
                 .set(conditions::RESTORING, false, "RestoreFailed", &full)
@@ -1221,13 +1317,50 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<Option<Act
             }
             pass.conditions()
                 .set(conditions::READY, false, "RestoreFailed", &full);
-            Ok(Some(Action::await_change()))
+            Ok(InitialRestore::Wait(Action::await_change()))
         }
     }
 }
 
-/// Conditions while the restore of a newly created app runs.
-fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) {
+/// The status of an ended initial restore, from its durable record: `isRestored`, and a
+/// Restoring condition still True from it is finished (with its event). Runs on every pass
+/// that is not restoring, so that a lost status write is made good by the next pass.
+fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
+    if matches!(outcome, InitialOutcome::Restored(_)) {
+        pass.status.is_restored = true;
+    }
+    if !pass.conditions().is_true(conditions::RESTORING) {
+        return;
+    }
+    let app = pass.app;
+    let (reason, message, event) = match outcome {
+        InitialOutcome::Restored(id) => (
+            "Restored",
+            format!("restored backup {id} before the app started"),
+            format!("restored backup {id}; starting the app"),
+        ),
+        InitialOutcome::NoBackup => (
+            "NoBackup",
+            "no backup of this app exists: it starts with empty volumes".to_string(),
+            format!(
+                "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
+                app.namespace, app.name
+            ),
+        ),
+    };
+    if pass
+        .conditions()
+        .set(conditions::RESTORING, false, reason, &message)
+    {
+        if matches!(outcome, InitialOutcome::Restored(_)) {
+            Metrics::finished(&pass.ctx.metrics.restores, true);
+        }
+        pass.note(EventType::Normal, reason, "Restore", event);
+    }
+}
+
+/// Conditions while the restore of a newly created app runs; returns what it says.
+fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) -> String {
     let message = format!("Job {job_name} restores the newest backup before the app starts");
     let mut conditions = pass.conditions();
     conditions.set(conditions::RESTORING, true, "RestoreRunning", &message);
@@ -1237,6 +1370,7 @@ fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) {
         "Restoring",
         "the app starts once its data is restored",
     );
+    message
 }
 
 /// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
@@ -1257,7 +1391,14 @@ async fn on_demand_restore(
         .filter(|job| component(job) == Some(Component::Restore))
         .find(|job| jobs::is_active(job))
         .map(|job| job.name_any());
-    let Some(token) = pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) else {
+    let token = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
+        Ok(token) => token,
+        Err(ignored) => {
+            pass.status.restore_request = Some(ignored);
+            None
+        }
+    };
+    let Some(token) = token else {
         if let Some(job) = running_restore {
             gate.in_progress = true;
             pass.conditions().set(
@@ -1291,7 +1432,7 @@ async fn on_demand_restore(
         ));
         return Ok(replicas);
     }
-    let job_name = names::restore_job(&app.name, token);
+    let job_name = names::restore_job(&app.name, &app.uid, token);
     let set = |pass: &mut Pass<'_>, phase, message: String, backup_id: Option<String>| {
         let mut status = request(token, phase, Some(&job_name), message);
         status.backup_id = backup_id;
@@ -1433,10 +1574,15 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
 async fn on_demand_backup(pass: &mut Pass<'_>, jobs: &[Job], restoring: bool) -> Result<(), Error> {
     let app = pass.app;
     let old = pass.status.backup_request.clone();
-    let Some(token) = pending_token(app.app, names::BACKUP_REQUESTED, old.as_ref()) else {
-        return Ok(());
+    let token = match pending_token(app.app, names::BACKUP_REQUESTED, old.as_ref()) {
+        Ok(Some(token)) => token,
+        Ok(None) => return Ok(()),
+        Err(ignored) => {
+            pass.status.backup_request = Some(ignored);
+            return Ok(());
+        }
     };
-    let job_name = names::backup_job(&app.name, token);
+    let job_name = names::backup_job(&app.name, &app.uid, token);
     let status = match jobs
         .iter()
         .find(|job| job.name_any() == job_name)

@@ -180,7 +180,8 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     let app_ref = AppRef::new(app).expect("app");
     let settings = settings();
     let location = BackupLocation::NodeRoot("/tmp/backup".into());
-    let mut sts = value(&children::statefulset(&app_ref, replicas_in_sts, None).expect("sts"));
+    let mut sts =
+        value(&children::statefulset(&app_ref, replicas_in_sts, None, None).expect("sts"));
     sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts});
     Api::new()
         .on(
@@ -289,7 +290,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         .on("GET", JOBS, list(vec![]));
     let (result, seen) = api.reconcile(app).await;
     assert_eq!(result, Ok(()));
-    let job = names::initial_restore_job("hello", "uid-1");
+    let job = names::initial_restore_job("hello", "uid-1", None);
     assert_eq!(
         writes(&seen),
         [
@@ -387,7 +388,7 @@ async fn a_restore_runs_once_the_pods_are_gone() {
         .expect("job");
     assert_eq!(
         created.body["metadata"]["name"],
-        names::restore_job("hello", "t1").as_str()
+        names::restore_job("hello", "uid-1", "t1").as_str()
     );
     let args = created.body["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(
@@ -401,7 +402,7 @@ async fn a_restore_runs_once_the_pods_are_gone() {
 async fn a_finished_backup_is_acknowledged_with_its_id() {
     let annotations = json!({names::BACKUP_REQUESTED: "2026-11-29T15:00:00Z"});
     let app = app(seed(), annotations, json!({}));
-    let job_name = names::backup_job("hello", "2026-11-29T15:00:00Z");
+    let job_name = names::backup_job("hello", "uid-1", "2026-11-29T15:00:00Z");
     let job = json!({"metadata": {"name": job_name, "labels": names::labels("hello", names::Component::Backup)},
         "status": {"completionTime": "2026-11-29T15:00:05Z",
                    "conditions": [{"type": "Complete", "status": "True"}]}});
@@ -481,7 +482,7 @@ async fn a_restore_waits_for_a_running_backup() {
 async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1", names::BACKUP_REQUESTED: "b1"});
     let app = app(seed(), annotations, json!({}));
-    let restore = json!({"metadata": {"name": names::restore_job("hello", "t1"),
+    let restore = json!({"metadata": {"name": names::restore_job("hello", "uid-1", "t1"),
         "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}});
     let (result, seen) = running(&app, 0)
         .on("GET", JOBS, list(vec![restore]))
@@ -654,9 +655,18 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
     );
 }
 
+/// A restore Job of app uid-1 as the reconciler labels it (`action`: created or requested).
+fn restore_job_with(name: &str, action: &str, status: Value) -> Value {
+    let mut labels = value(&names::labels("hello", names::Component::Restore));
+    labels[names::ACTION_LABEL] = json!(action);
+    json!({"metadata": {"name": name, "labels": labels,
+        "ownerReferences": [{"apiVersion": "hello-stateful.example.com/v1alpha1",
+            "kind": "HelloStateful", "name": "hello", "uid": "uid-1"}]},
+        "status": status})
+}
+
 fn active_restore_job(name: &str) -> Value {
-    json!({"metadata": {"name": name,
-        "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}})
+    restore_job_with(name, "requested", json!({"active": 1}))
 }
 
 /// The replicas the pass applied to the StatefulSet, if it wrote one.
@@ -671,7 +681,7 @@ async fn a_second_restore_token_waits_for_the_restore_job_that_runs() {
     let annotations = json!({names::RESTORE_REQUESTED: "t2"});
     let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
     let app = app(seed(), annotations, status);
-    let first = names::restore_job("hello", "t1");
+    let first = names::restore_job("hello", "uid-1", "t1");
     let (result, seen) = running(&app, 0)
         .on("GET", JOBS, list(vec![active_restore_job(&first)]))
         .reconcile(app)
@@ -697,7 +707,7 @@ async fn a_withdrawn_restore_request_keeps_the_app_stopped_until_its_job_ends() 
     // The annotation was removed while its Job runs: the app must not start meanwhile.
     let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
     let app = app(seed(), json!({}), status);
-    let job = names::restore_job("hello", "t1");
+    let job = names::restore_job("hello", "uid-1", "t1");
     let (result, seen) = running(&app, 1)
         .on("GET", JOBS, list(vec![active_restore_job(&job)]))
         .reconcile(app)
@@ -712,10 +722,18 @@ async fn a_withdrawn_restore_request_keeps_the_app_stopped_until_its_job_ends() 
 async fn turning_off_restore_from_existing_during_the_initial_restore_does_not_start_the_app() {
     let spec = json!({"replicas": 1, "restoreFromExisting": false});
     let app = app(spec, json!({}), json!({}));
-    let initial = names::initial_restore_job("hello", "uid-1");
+    let initial = names::initial_restore_job("hello", "uid-1", None);
     let (result, seen) = running(&app, 1)
         .without("GET", STS)
-        .on("GET", JOBS, list(vec![active_restore_job(&initial)]))
+        .on(
+            "GET",
+            JOBS,
+            list(vec![restore_job_with(
+                &initial,
+                "created",
+                json!({"active": 1}),
+            )]),
+        )
         .reconcile(app)
         .await;
     assert_eq!(result, Ok(()));
@@ -727,24 +745,201 @@ async fn a_restore_job_whose_pod_never_starts_is_stopped_with_the_reason() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1"});
     let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
     let app = app(seed(), annotations, status);
-    let job = names::restore_job("hello", "t1");
+    let job = names::restore_job("hello", "uid-1", "t1");
     let mut stuck = active_restore_job(&job);
     stuck["status"]["startTime"] = json!("2020-01-01T00:00:00Z");
+    let refused = json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Job", "name": job},
+        "reason": "FailedCreate", "lastTimestamp": "2020-01-01T00:00:05Z",
+        "message": "Error creating: pods \"x\" is forbidden: exceeded quota: pods"});
     let (result, seen) = running(&app, 0)
         .on("GET", JOBS, list(vec![stuck]))
+        .on("GET", "/api/v1/namespaces/ns1/events", list(vec![refused]))
         .reconcile(app)
         .await;
     assert_eq!(result, Ok(()));
+    let asked = seen
+        .iter()
+        .find(|s| s.path == "/api/v1/namespaces/ns1/events")
+        .expect("the Job's events were read");
+    assert!(
+        asked.query.contains("reason%3DFailedCreate"),
+        "{}",
+        asked.query
+    );
     let patch = seen
         .iter()
         .find(|s| s.method == "PATCH" && s.path == format!("{JOBS}/{job}"))
         .expect("the Job is stopped");
     assert_eq!(patch.body["spec"]["activeDeadlineSeconds"], 1);
     let reason = patch.body["metadata"]["annotations"][names::STOPPED_BECAUSE].to_string();
-    assert!(reason.contains("no pod was created"), "{reason}");
+    assert!(reason.contains("exceeded quota: pods"), "{reason}");
     assert!(
         event(&seen, "JobStopped").body["note"]
             .to_string()
             .contains(&job)
     );
+}
+
+/// Status as the last write left it while the initial restore ran.
+fn restoring_status() -> Value {
+    json!({"isRestored": false, "nodeName": "node-a", "conditions": [
+        {"type": "Restoring", "status": "True", "reason": "RestoreRunning", "message": "Job x restores",
+         "lastTransitionTime": "2026-11-29T12:00:00Z"},
+        {"type": "Ready", "status": "False", "reason": "Restoring", "message": "m",
+         "lastTransitionTime": "2026-11-29T12:00:00Z"}]})
+}
+
+#[tokio::test]
+async fn a_lost_status_write_after_the_initial_restore_is_made_good_by_the_next_pass() {
+    // The pass that saw the restore succeed made the StatefulSet, then its status write was
+    // lost; the Job has since been removed by its TTL. The StatefulSet's record remains.
+    let app = app(seed(), json!({}), restoring_status());
+    let app_ref = AppRef::new(&app).expect("app");
+    let record = "restored 20261129T115500Z";
+    let mut sts = value(&children::statefulset(&app_ref, 1, None, Some(record)).expect("sts"));
+    sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    let (result, seen) = running(&app, 1).on("GET", STS, sts).reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    let status = status_written(&seen);
+    assert_eq!(status["isRestored"], true);
+    let restoring = condition(&status, "Restoring");
+    assert_eq!(restoring["status"], "False");
+    assert_eq!(restoring["reason"], "Restored");
+    assert!(
+        event(&seen, "Restored").body["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("20261129T115500Z"))
+    );
+    // The StatefulSet keeps its record (it is applied with every pass).
+    assert_eq!(writes(&seen), [format!("PATCH {STATUS}")]);
+}
+
+#[tokio::test]
+async fn the_statefulset_made_after_an_initial_restore_records_its_outcome() {
+    let app = app(seed(), json!({}), restoring_status());
+    let initial = names::initial_restore_job("hello", "uid-1", None);
+    let done = json!({"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1});
+    let (result, seen) = running(&app, 1)
+        .without("GET", STS)
+        .on(
+            "GET",
+            JOBS,
+            list(vec![restore_job_with(&initial, "created", done)]),
+        )
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    let sts = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == STS)
+        .expect("the StatefulSet is made");
+    // No pod log is served here: the mover's summary is missing, so "no backup".
+    assert_eq!(
+        sts.body["metadata"]["annotations"][names::INITIAL_RESTORE],
+        "no-backup"
+    );
+    assert_eq!(
+        condition(&status_written(&seen), "Restoring")["reason"],
+        "NoBackup"
+    );
+}
+
+/// An app not started yet whose first initial-restore Job failed.
+fn first_attempt_failed(app: &HelloStateful) -> Api {
+    let first = names::initial_restore_job("hello", "uid-1", None);
+    let failed = json!({"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]});
+    running(app, 1).without("GET", STS).on(
+        "GET",
+        JOBS,
+        list(vec![restore_job_with(&first, "created", failed)]),
+    )
+}
+
+fn failed_status(message: &str) -> Value {
+    json!({"conditions": [{"type": "Restoring", "status": "False", "reason": "RestoreFailed",
+        "message": message, "lastTransitionTime": "2026-11-29T12:00:00Z"}]})
+}
+
+#[tokio::test]
+async fn a_failed_initial_restore_is_retried_by_a_new_token_in_a_job_of_its_own() {
+    let app = app(
+        seed(),
+        json!({names::RESTORE_REQUESTED: "t2"}),
+        failed_status("it failed"),
+    );
+    let (result, seen) = first_attempt_failed(&app).reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    let retry = names::initial_restore_job("hello", "uid-1", Some("t2"));
+    let created = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("a new attempt");
+    assert_eq!(created.body["metadata"]["name"], retry.as_str());
+    assert_eq!(statefulset_replicas(&seen), None, "the app still waits");
+    let request = &status_written(&seen)["restoreRequest"];
+    assert_eq!(request["token"], "t2");
+    assert_eq!(request["phase"], "Running");
+    assert_eq!(request["job"], retry.as_str());
+}
+
+#[tokio::test]
+async fn a_failed_initial_restore_says_how_to_retry_and_is_not_run_again_when_its_job_is_gone() {
+    let app = app(seed(), json!({}), json!({}));
+    let (_, seen) = first_attempt_failed(&app).reconcile(app).await;
+    let status = status_written(&seen);
+    let message = condition(&status, "Restoring")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("kubectl hellostateful restore hello"),
+        "{message}"
+    );
+
+    // A day later the Job is gone: nothing starts it again without a new token.
+    let later = app_with_status(status);
+    let (result, seen) = running(&later, 1)
+        .without("GET", STS)
+        .reconcile(later)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no silent re-run"
+    );
+    assert_eq!(statefulset_replicas(&seen), None);
+}
+
+fn app_with_status(status: Value) -> HelloStateful {
+    app(seed(), json!({}), status)
+}
+
+#[tokio::test]
+async fn a_request_older_than_the_app_came_with_its_yaml_and_is_ignored() {
+    let annotations = json!({
+        names::BACKUP_REQUESTED: "2026-11-01T08:00:00.123456789Z",
+        names::RESTORE_REQUESTED: "2026-11-01T09:00:00Z",
+    });
+    let mut app = app(seed(), annotations, json!({}));
+    app.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-29T12:00:00Z".parse().expect("time"),
+    ));
+    let (result, seen) = running(&app, 1).reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no Job for a copied request"
+    );
+    assert_eq!(statefulset_replicas(&seen), None, "the app is not stopped");
+    let status = status_written(&seen);
+    for field in ["backupRequest", "restoreRequest"] {
+        assert_eq!(status[field]["phase"], "Failed", "{field}");
+        assert!(
+            status[field]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("older than the app")),
+            "{field}: {}",
+            status[field]
+        );
+    }
 }

@@ -60,29 +60,48 @@ pub fn state(job: &Job) -> JobState {
     }
 }
 
-/// Whether `job` started (or was made) more than `patience` ago.
+/// Whether the Job controller started `job` more than `patience` ago. A Job it has not
+/// taken up yet (no start time: the controller itself may be slow, as after an API server
+/// restart) is never old.
 pub fn older_than(job: &Job, now: Timestamp, patience: SignedDuration) -> bool {
     job.status
         .as_ref()
         .and_then(|s| s.start_time.as_ref())
-        .or(job.metadata.creation_timestamp.as_ref())
         .is_some_and(|started| now.duration_since(started.0) >= patience)
 }
 
+/// How many times `patience` a started Job may have no pod at all, and no refusal on record,
+/// before it is given up: a Job controller that recovers from an API server restart can take
+/// minutes to make pods.
+const NO_POD_PATIENCE_FACTOR: i32 = 5;
+
 /// Why a running Job's pod cannot start, once the Job is older than `patience`: its
 /// container's waiting reason (`ErrImagePull: …`), the scheduler's (`Unschedulable: …`), or
-/// that no pod was made at all (an admission refusal shows on the Job's events). None while
-/// a pod runs or may still start.
-pub fn stuck(job: &Job, pods: &[Pod], now: Timestamp, patience: SignedDuration) -> Option<String> {
+/// the Job controller's refusal to create it (`refusal`, from its FailedCreate event: an
+/// admission policy, a quota). None while a pod runs or may still start.
+pub fn stuck(
+    job: &Job,
+    pods: &[Pod],
+    refusal: Option<&str>,
+    now: Timestamp,
+    patience: SignedDuration,
+) -> Option<String> {
     if !older_than(job, now, patience) {
         return None;
     }
     let name = job.metadata.name.as_deref().unwrap_or("?");
     let seconds = patience.as_secs();
     if pods.is_empty() {
-        return Some(format!(
-            "no pod was created in {seconds}s: `kubectl describe job {name}` shows why (an admission policy or a quota)"
-        ));
+        if let Some(refusal) = refusal {
+            return Some(format!("its pod could not be created: {refusal}"));
+        }
+        let longer = patience * NO_POD_PATIENCE_FACTOR;
+        return older_than(job, now, longer).then(|| {
+            format!(
+                "no pod was created in {}s: `kubectl describe job {name}` shows why",
+                longer.as_secs()
+            )
+        });
     }
     // Pods that ended are the Job's retries; of the others, every one must be stuck: one
     // that runs, or may still start, keeps the Job alive.
@@ -261,7 +280,7 @@ mod tests {
         let creating = pod(serde_json::json!({"phase": "Pending"}));
         let running = pod(serde_json::json!({"phase": "Running"}));
         let failed = pod(serde_json::json!({"phase": "Failed"}));
-        let cases: [(&str, i64, Vec<Pod>, Option<&str>); 7] = [
+        let cases: [(&str, i64, Vec<Pod>, Option<&str>); 8] = [
             ("too early", 30, vec![pulling.clone()], None),
             (
                 "image",
@@ -283,10 +302,16 @@ mod tests {
             ),
             ("may still start", 61, vec![creating], None),
             ("runs", 61, vec![running, pulling], None),
-            ("no pod", 61, vec![], Some("no pod was created in 60s")),
+            ("no pod yet, nothing refused", 61, vec![], None),
+            (
+                "no pod for long",
+                301,
+                vec![],
+                Some("no pod was created in 300s"),
+            ),
         ];
         for (case, age, pods, want) in cases {
-            let got = stuck(&job_started(age), &pods, now(), minute);
+            let got = stuck(&job_started(age), &pods, None, now(), minute);
             match want {
                 None => assert_eq!(got, None, "{case}"),
                 Some(want) => assert!(
@@ -295,6 +320,25 @@ mod tests {
                 ),
             }
         }
+    }
+
+    #[test]
+    fn a_refused_pod_stops_its_job_after_a_minute_and_an_untaken_job_never() {
+        let minute = SignedDuration::from_secs(60);
+        let refused = "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\"";
+        assert_eq!(
+            stuck(&job_started(61), &[], Some(refused), now(), minute).as_deref(),
+            Some(format!("its pod could not be created: {refused}").as_str())
+        );
+        assert_eq!(
+            stuck(&job_started(30), &[], Some(refused), now(), minute),
+            None
+        );
+        // Made long ago but not taken up by the Job controller yet: no start time.
+        let untaken: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "creationTimestamp": "2000-01-01T00:00:00Z"}}))
+        .expect("job");
+        assert_eq!(stuck(&untaken, &[], None, now(), minute), None);
     }
 
     #[test]

@@ -10,7 +10,9 @@ pub mod jobs;
 pub mod leader;
 pub mod location;
 pub mod metrics;
+pub mod placement;
 pub mod server;
+pub mod watch;
 
 pub use error::Error;
 
