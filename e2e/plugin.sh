@@ -135,6 +135,23 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   has_event "$NS" Deleted
 }
 
+# Last: it replaces the running reconciler for a minute, and puts it back.
+test_install_waits_and_names_an_image_the_nodes_cannot_pull() {
+  local good out
+  good=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverImage}')
+  if out=$("$HS_PLUGIN" install --image hellostateful.invalid/reconciler:0.0.0 --timeout 3m 2>&1); then
+    echo "install succeeded with an image nobody can pull:"; echo "$out"; "$HS_PLUGIN" install --image "$good"; return 1
+  fi
+  echo "$out" | tail -n 2
+  local ok=1
+  [[ $out == *"the reconciler cannot start: ImagePullBackOff (image hellostateful.invalid/reconciler:0.0.0)"* && $out == *"--image"* ]] || ok=0
+  # Put the real image back; install waits until its pod is the available one.
+  "$HS_PLUGIN" install --image "$good" >/dev/null
+  ((ok)) || { echo "unexpected output: $out"; return 1; }
+  [[ $(kubectl -n "$RECONCILER_NS" get deploy hellostateful-reconciler -o jsonpath='{.status.availableReplicas}') == 1 ]]
+  "$HS_PLUGIN" install --wait=false >/dev/null
+}
+
 run_test dry_runs_change_nothing test_dry_runs_change_nothing
 run_test create_list_get_in_every_format test_create_list_get_in_every_format
 run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
@@ -147,4 +164,5 @@ run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_v
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
+run_test install_waits_and_names_an_image_the_nodes_cannot_pull test_install_waits_and_names_an_image_the_nodes_cannot_pull
 summary

@@ -231,10 +231,12 @@ ValidatingAdmissionPolicy that holds the reconciler to those settings (Kubernete
 later), and its Deployment, from manifests embedded in this binary, by server-side apply \
 (field manager kubectl-hellostateful). Only the cluster admin chooses node paths: an app's \
 backups go to <root>/<namespace>/<name> under one of the allowed roots. An upgrade without \
---backup-roots keeps the roots the cluster has. Waits for the CRD to be established; with \
---wait also for the reconciler to be available. Prints the allowed backup roots and the image.",
+--backup-roots keeps the roots the cluster has. Waits for the CRD to be established and for \
+the reconciler to be available (--wait=false returns once applied); exits non-zero with the \
+pod's own reason when it cannot start, such as an image the nodes cannot pull. Prints the \
+allowed backup roots and the image.",
         after_help = "Examples:
-  kubectl hellostateful install --wait
+  kubectl hellostateful install
   kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.1.0
   # Allow backups under two node directories
   kubectl hellostateful install --backup-roots /tmp/backup,/srv/backups
@@ -428,8 +430,10 @@ pub struct InstallArgs {
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
           default_missing_value = "client", default_value = "none")]
     pub dry_run: DryRun,
-    /// Also wait for the reconciler Deployment to be available
-    #[arg(long)]
+    /// Wait for the reconciler Deployment to be available (the default); --wait=false
+    /// returns once everything is applied
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true", action = clap::ArgAction::Set)]
     pub wait: bool,
     /// Give up waiting after this long
     #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = parse_duration)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hellostateful_api::defaults::HOSTPATH_ROOT;
 use hellostateful_api::names::short_hash;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::discovery::{Scope, pinned_kind};
@@ -370,30 +370,113 @@ async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Res
 
 async fn wait_available(ctx: &Ctx, client: &Client, timeout: Duration) -> Result<(), CliError> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let pod_selector = ListParams::default().labels(RECONCILER_POD_SELECTOR);
     let started = Instant::now();
     ctx.debug(
         0,
         format!("waiting for deployment {SYSTEM_NAMESPACE}/{RECONCILER} to be available..."),
     );
     loop {
-        let available = api
-            .get(RECONCILER)
-            .await
-            .ok()
-            .and_then(|d| d.status)
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0);
-        if available > 0 {
+        let deployment = api.get(RECONCILER).await.ok();
+        if deployment.as_ref().is_some_and(rollout_complete) {
             return Ok(());
         }
-        if started.elapsed() > timeout {
+        // Only pods of the image being rolled out: an old pod that could not pull the image
+        // this install replaces says nothing about the new one.
+        let image = deployment.as_ref().and_then(template_image);
+        let pods: Vec<Pod> = pods
+            .list(&pod_selector)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| image.is_some() && pod_image(pod) == image)
+            .collect();
+        if let Some(why) = pods.iter().find_map(cannot_start) {
             return Err(CliError::Failed(format!(
-                "timed out after {}s waiting for deployment {SYSTEM_NAMESPACE}/{RECONCILER} to be available: see `kubectl -n {SYSTEM_NAMESPACE} get pods` and `kubectl -n {SYSTEM_NAMESPACE} describe deployment {RECONCILER}`",
+                "the reconciler cannot start: {why}. Make the image available to the cluster's nodes (kind: `kind load docker-image IMAGE`; minikube: `minikube image load IMAGE`) or install with --image pointing at one they can pull"
+            )));
+        }
+        if started.elapsed() > timeout {
+            let last = pods
+                .iter()
+                .find_map(waiting_reason)
+                .map(|why| format!(" (its pod: {why})"))
+                .unwrap_or_default();
+            return Err(CliError::Failed(format!(
+                "timed out after {}s waiting for deployment {SYSTEM_NAMESPACE}/{RECONCILER} to be available{last}: see `kubectl -n {SYSTEM_NAMESPACE} get pods` and `kubectl -n {SYSTEM_NAMESPACE} describe deployment {RECONCILER}`",
                 timeout.as_secs()
             )));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// As `kubectl rollout status` decides: the controller has seen the newest spec, every
+/// replica runs it, no old one is left, and they are available. (Available replicas alone
+/// would count the old pod of an upgrade whose new image cannot be pulled.)
+fn rollout_complete(deployment: &Deployment) -> bool {
+    let wanted = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let Some(status) = &deployment.status else {
+        return false;
+    };
+    let seen =
+        status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    seen && updated >= wanted
+        && status.replicas.unwrap_or(0) <= updated
+        && status.available_replicas.unwrap_or(0) >= updated
+}
+
+/// The image of the reconciler's pod template, and of a pod.
+fn template_image(deployment: &Deployment) -> Option<String> {
+    let template = deployment.spec.as_ref()?.template.spec.as_ref()?;
+    template.containers.first()?.image.clone()
+}
+
+fn pod_image(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref()?.containers.first()?.image.clone()
+}
+
+/// The reconciler's pods, as manifests/deployment.yaml labels them.
+const RECONCILER_POD_SELECTOR: &str =
+    "app.kubernetes.io/name=hellostateful,app.kubernetes.io/component=reconciler";
+
+/// Why a container of `pod` waits, with the image: `ErrImagePull (image X): message`.
+fn waiting_reason(pod: &Pod) -> Option<String> {
+    let spec_images = pod.spec.as_ref().map(|s| &s.containers);
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|status| {
+            let waiting = status.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref().filter(|r| !r.is_empty())?;
+            let image = spec_images
+                .and_then(|c| c.iter().find(|c| c.name == status.name))
+                .and_then(|c| c.image.clone())
+                .unwrap_or_else(|| status.image.clone());
+            let message = waiting.message.as_deref().unwrap_or_default();
+            Some(if message.is_empty() {
+                format!("{reason} (image {image})")
+            } else {
+                format!("{reason} (image {image}): {message}")
+            })
+        })
+}
+
+/// A waiting reason that will not go away by itself: the kubelet has already retried the
+/// pull (ImagePullBackOff), or the image name or pull policy cannot work.
+fn cannot_start(pod: &Pod) -> Option<String> {
+    const HOPELESS: [&str; 3] = ["ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"];
+    waiting_reason(pod).filter(|why| HOPELESS.iter().any(|reason| why.starts_with(reason)))
 }
 
 /// `uninstall`.
@@ -480,6 +563,58 @@ async fn delete_one(client: &Client, doc: &Value) -> Result<String, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn deployment(generation: i64, status: Value) -> Deployment {
+        serde_json::from_value(json!({"metadata": {"name": "r", "generation": generation},
+            "spec": {"replicas": 1, "selector": {}, "template": {}}, "status": status}))
+        .expect("a Deployment")
+    }
+
+    #[test]
+    fn a_rollout_is_complete_only_when_the_new_pod_is_the_available_one() {
+        let done = json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1});
+        assert!(rollout_complete(&deployment(2, done.clone())));
+        // Not yet seen by the controller: the old pod is still the available one.
+        assert!(!rollout_complete(&deployment(3, done)));
+        // The new pod cannot start; the old one is gone (Recreate) or still there.
+        let stuck = json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "unavailableReplicas": 1});
+        assert!(!rollout_complete(&deployment(2, stuck)));
+        let old_left = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1});
+        assert!(!rollout_complete(&deployment(2, old_left)));
+    }
+
+    fn pod_waiting(reason: &str, message: &str) -> Pod {
+        serde_json::from_value(json!({
+            "spec": {"containers": [{"name": "reconciler", "image": "example.invalid/r:1"}]},
+            "status": {"containerStatuses": [{"name": "reconciler", "image": "example.invalid/r:1",
+                "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}}}]},
+        }))
+        .expect("a Pod")
+    }
+
+    #[test]
+    fn a_pull_that_kubelet_gave_up_on_is_reported_with_the_image_and_the_message() {
+        let backoff = pod_waiting(
+            "ImagePullBackOff",
+            "Back-off pulling image \"example.invalid/r:1\"",
+        );
+        assert_eq!(
+            cannot_start(&backoff).as_deref(),
+            Some(
+                "ImagePullBackOff (image example.invalid/r:1): Back-off pulling image \"example.invalid/r:1\""
+            )
+        );
+        // The first failed pull may be transient: waited on, but said on a timeout.
+        let first = pod_waiting(
+            "ErrImagePull",
+            "dial tcp: lookup example.invalid: no such host",
+        );
+        assert_eq!(cannot_start(&first), None);
+        assert!(waiting_reason(&first).is_some_and(|why| why.contains("no such host")));
+        assert_eq!(waiting_reason(&pod_waiting("", "")), None);
+    }
 
     #[test]
     fn splits_and_parses_documents() {
