@@ -221,7 +221,10 @@ pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -
 async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Result<(), Error> {
     let old = app.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let message = format!("the API server refused a child object: {error}");
+    let message = format!(
+        "the API server refused a child object: {}",
+        error.user_message()
+    );
     let mut conditions = Conditions::new(&mut status.conditions, app.metadata.generation);
     let changed = conditions.set(conditions::READY, false, "ChildRefused", &message);
     if changed {

@@ -34,13 +34,22 @@ impl Seen {
 /// Canned answers by "METHOD /path" (query ignored); anything else is a 404.
 struct Api {
     routes: HashMap<String, Value>,
+    /// Requests answered with an API error: the Status to return (its code is the HTTP one).
+    refusals: HashMap<String, Value>,
 }
 
 impl Api {
     fn new() -> Self {
         Self {
             routes: HashMap::new(),
+            refusals: HashMap::new(),
         }
+    }
+
+    /// Answers `method path` with the API error `status`.
+    fn refuse(mut self, method: &str, path: &str, status: Value) -> Self {
+        self.refusals.insert(format!("{method} {path}"), status);
+        self
     }
 
     fn on(mut self, method: &str, path: &str, body: Value) -> Self {
@@ -70,8 +79,14 @@ impl Api {
                     .await
                     .unwrap_or_default();
                 let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                let answer = self.routes.get(&format!("{method} {path}")).cloned();
+                let key = format!("{method} {path}");
+                let answer = self.routes.get(&key).cloned();
+                let refusal = self.refusals.get(&key).cloned();
                 let (code, reply) = match answer {
+                    _ if refusal.is_some() => {
+                        let status = refusal.unwrap_or_default();
+                        (status["code"].as_u64().unwrap_or(500) as u16, status)
+                    }
                     Some(reply) => (200, reply),
                     // Writes echo their body, as the API server returns the object written.
                     // A JSON patch (the finalizer's) answers with the object patched.
@@ -942,4 +957,37 @@ async fn a_request_older_than_the_app_came_with_its_yaml_and_is_ignored() {
             status[field]
         );
     }
+}
+
+#[tokio::test]
+async fn a_child_the_api_server_refuses_is_reported_in_its_own_words() {
+    let app = app(seed(), json!({}), json!({}));
+    let message = "CronJob.batch \"backup-hello\" is invalid: spec.schedule: Invalid value: \"x\"";
+    let refusal = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "reason": "Invalid", "code": 422, "message": message});
+    // The CronJob differs from what the pass wants, so it is applied, and refused.
+    let (result, seen) = running(&app, 1)
+        .without("GET", CRONJOB)
+        .refuse("PATCH", CRONJOB, refusal)
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()), "a refusal is reported, not retried");
+    // The pass writes what it saw, then the refusal.
+    let last = seen
+        .iter()
+        .rev()
+        .find(|s| s.method == "PATCH" && s.path == STATUS)
+        .map(|s| s.body["status"].clone())
+        .unwrap_or_default();
+    let ready = condition(&last, "Ready").clone();
+    assert_eq!(ready["reason"], "ChildRefused");
+    assert_eq!(
+        ready["message"],
+        format!("the API server refused a child object: {message}")
+    );
+    assert!(
+        !event(&seen, "ChildRefused").body["note"]
+            .to_string()
+            .contains("Status {")
+    );
 }

@@ -30,18 +30,58 @@ impl Error {
         }
     }
 
-    /// An error that retrying cannot fix: the API server refused what the spec asks for.
-    pub fn is_permanent(&self) -> bool {
-        let api = match self {
+    /// The API server's answer, when it refused a request (directly or within the pass).
+    fn api_status(&self) -> Option<&kube::core::Status> {
+        match self {
             Error::Kube(kube::Error::Api(status)) => Some(status),
             Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(Error::Kube(kube::Error::Api(s))) => {
-                    Some(s)
-                }
+                kube::runtime::finalizer::Error::ApplyFailed(error)
+                | kube::runtime::finalizer::Error::CleanupFailed(error) => error.api_status(),
                 _ => None,
             },
             _ => None,
-        };
-        api.is_some_and(|status| status.code == 422 || status.code == 400)
+        }
+    }
+
+    /// An error that retrying cannot fix: the API server refused what the spec asks for.
+    pub fn is_permanent(&self) -> bool {
+        self.api_status()
+            .is_some_and(|status| status.code == 422 || status.code == 400)
+    }
+
+    /// What status and events say: the API server's own message for its refusals (kube's
+    /// Display of them appends a Debug dump of the whole Status), otherwise the error.
+    pub fn user_message(&self) -> String {
+        match self.api_status() {
+            Some(status) if !status.message.is_empty() => status.message.clone(),
+            Some(status) => format!("{} ({})", status.reason, status.code),
+            None => self.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::finalizer;
+
+    #[test]
+    fn a_refusal_is_told_in_the_api_servers_words_without_a_debug_dump() {
+        let message =
+            "CronJob.batch \"backup-x\" is invalid: spec.schedule: Invalid value: \"61 * * * *\"";
+        let status = kube::core::Status::failure(message, "Invalid").with_code(422);
+        let error = Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(Error::Kube(
+            kube::Error::Api(Box::new(status)),
+        ))));
+        assert!(error.is_permanent());
+        assert_eq!(error.user_message(), message);
+        assert!(
+            error.to_string().contains("Status {"),
+            "kube's Display has the dump"
+        );
+        assert_eq!(
+            Error::Waiting("pods".into()).user_message(),
+            "still waiting: pods"
+        );
     }
 }
