@@ -54,6 +54,17 @@ test_two_replicas_get_two_volumes() {
   [[ $(jp "$NS" "$APP" '{.status.backendVolumes}') == "[\"data-$APP-0\",\"data-$APP-1\"]" ]]
 }
 
+test_a_storage_size_change_is_reported_not_claimed_applied() {
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"storage":{"size":"5Gi"}}}' >/dev/null
+  wait_for "StorageApplied=False" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.conditions[?(@.type==\"StorageApplied\")].reason}') == StorageImmutable ]]"
+  status_contains "$NS" "$APP" '{.status.conditions[?(@.type=="StorageApplied")].message}' "storage.size 5Gi (the volumes were made with 1Gi)"
+  has_event "$NS" StorageImmutable
+  [[ $(kubectl -n "$NS" get pvc "data-$APP-0" -o jsonpath='{.spec.resources.requests.storage}') == 1Gi ]]
+  # Written another way, the same size is what the volumes have.
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"storage":{"size":"1024Mi"}}}' >/dev/null
+  wait_for "StorageApplied=True" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.conditions[?(@.type==\"StorageApplied\")].status}') == True ]]"
+}
+
 test_schedule_changes_reach_the_cronjob() {
   kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"backupSchedule":"*/7 * * * *","backup":{"suspend":true}}}' >/dev/null
   wait_for "CronJob schedule updated" 30 bash -c "[[ \$(kubectl -n '$NS' get cronjob 'backup-$APP' -o jsonpath='{.spec.schedule}/{.spec.suspend}') == '*/7 * * * */true' ]]"
@@ -118,6 +129,7 @@ test_invalid_specs_are_refused_with_clear_messages() {
 run_test seed_manifest_makes_every_child_and_the_app_writes test_seed_manifest_makes_every_child_and_the_app_writes
 run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
 run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
+run_test a_storage_size_change_is_reported_not_claimed_applied test_a_storage_size_change_is_reported_not_claimed_applied
 run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cronjob
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups

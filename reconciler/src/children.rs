@@ -225,6 +225,86 @@ pub fn claim(app: &AppRef, ordinal: i32) -> Result<PersistentVolumeClaim, Error>
 ///
 /// `existing` is the StatefulSet in the cluster: its volume claim templates are immutable,
 /// so they are kept as they are rather than re-derived from a changed spec.
+/// What of the spec's storage the app's volumes do not have, since a volume's size and
+/// class are fixed when it is made (None when they match).
+pub fn storage_drift(app: &AppRef, existing: &StatefulSet) -> Option<String> {
+    let template = existing
+        .spec
+        .as_ref()?
+        .volume_claim_templates
+        .as_ref()?
+        .first()?
+        .spec
+        .as_ref()?;
+    let spec = &app.app.spec;
+    let mut drift = Vec::new();
+    let made_size = template
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default();
+    let same_size = match (
+        quantity_bytes(&made_size),
+        quantity_bytes(spec.storage_size()),
+    ) {
+        (Some(made), Some(wanted)) => made == wanted,
+        _ => made_size == spec.storage_size(),
+    };
+    if !same_size {
+        drift.push(format!(
+            "storage.size {} (the volumes were made with {made_size})",
+            spec.storage_size()
+        ));
+    }
+    let made_class = template
+        .storage_class_name
+        .as_deref()
+        .filter(|c| !c.is_empty());
+    if made_class != spec.storage_class() {
+        drift.push(format!(
+            "storage.storageClassName {:?} (the volumes were made with {:?})",
+            spec.storage_class().unwrap_or(""),
+            made_class.unwrap_or("")
+        ));
+    }
+    (!drift.is_empty()).then(|| {
+        format!(
+            "not applied: {}. A volume's size and class are fixed when it is made; to change them, back up, delete the app and create it again with restoreFromExisting",
+            drift.join(", ")
+        )
+    })
+}
+
+/// A Kubernetes quantity in bytes, for comparing sizes written differently (1Gi, 1024Mi,
+/// 1.5Gi, 1536Mi); None for a form not handled here (exponents, milli).
+fn quantity_bytes(quantity: &str) -> Option<u128> {
+    let quantity = quantity.trim();
+    let split = quantity
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(split);
+    let factor: u128 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        _ => return None,
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
+    let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
+    Some(digits.checked_mul(factor)? / scale)
+}
+
 /// The app's StatefulSet; `initial_restore` is the record of how the restore before its
 /// first start ended (see `names::INITIAL_RESTORE`).
 pub fn statefulset(
@@ -696,6 +776,30 @@ mod tests {
         assert_eq!(context.run_as_non_root, Some(true));
         let container = pod.containers[0].security_context.as_ref().expect("c");
         assert_eq!(container.capabilities.as_ref().expect("caps").add, None);
+    }
+
+    #[test]
+    fn storage_the_volumes_cannot_take_is_named_and_equal_sizes_are_not() {
+        let made = app(json!({"storage": {"size": "1Gi"}}));
+        let existing = statefulset(&AppRef::new(&made).expect("app"), 1, None, None).expect("sts");
+        let same = app(json!({"storage": {"size": "1024Mi"}}));
+        assert_eq!(
+            storage_drift(&AppRef::new(&same).expect("app"), &existing),
+            None
+        );
+        let bigger = app(json!({"storage": {"size": "5Gi", "storageClassName": "fast"}}));
+        let drift = storage_drift(&AppRef::new(&bigger).expect("app"), &existing).expect("drift");
+        assert!(
+            drift.contains("storage.size 5Gi (the volumes were made with 1Gi)"),
+            "{drift}"
+        );
+        assert!(
+            drift.contains("storage.storageClassName \"fast\""),
+            "{drift}"
+        );
+        assert_eq!(quantity_bytes("2G"), Some(2_000_000_000));
+        assert_eq!(quantity_bytes("1.5Gi"), quantity_bytes("1536Mi"));
+        assert_eq!(quantity_bytes("1e3"), None);
     }
 
     #[test]

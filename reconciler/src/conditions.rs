@@ -17,6 +17,9 @@ pub const BACKUP_FAILED: &str = "BackupFailed";
 /// goes back to False, so a StatefulSet deleted by hand is remade without a second restore.
 pub const INITIALIZED: &str = "Initialized";
 
+/// The app's volumes are as the spec asks (their size and class cannot change once made).
+pub const STORAGE_APPLIED: &str = "StorageApplied";
+
 /// The conditions of one status, being edited.
 pub struct Conditions<'a> {
     list: &'a mut Vec<Condition>,

@@ -860,6 +860,9 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
 
+    if let Some(existing) = &statefulset {
+        report_storage_drift(pass, existing);
+    }
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
     let desired = children::statefulset(app, replicas, statefulset.as_ref(), record.as_deref())?;
     pass.apply(&desired, statefulset.as_ref()).await?;
@@ -1117,6 +1120,31 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error>
         );
     }
     Ok(())
+}
+
+/// Says whether the volumes are as the spec asks: a size or class changed after they were
+/// made is reported (condition StorageApplied and an event), not silently ignored.
+fn report_storage_drift(pass: &mut Pass<'_>, existing: &StatefulSet) {
+    match children::storage_drift(pass.app, existing) {
+        Some(message) => {
+            if pass.conditions().set(
+                conditions::STORAGE_APPLIED,
+                false,
+                "StorageImmutable",
+                &message,
+            ) {
+                pass.note(EventType::Warning, "StorageImmutable", "Apply", message);
+            }
+        }
+        None => {
+            pass.conditions().set(
+                conditions::STORAGE_APPLIED,
+                true,
+                "Applied",
+                "the volumes have the size and class the spec asks for",
+            );
+        }
+    }
 }
 
 /// The message of the Job controller's newest FailedCreate event for Job `name`, if any.
