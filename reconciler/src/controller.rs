@@ -1216,6 +1216,16 @@ impl InitialOutcome {
         }
     }
 
+    /// What status says of it (the Restoring condition, a retry's acknowledgement).
+    fn message(&self) -> String {
+        match self {
+            InitialOutcome::Restored(id) => format!("restored backup {id} before the app started"),
+            InitialOutcome::NoBackup => {
+                "no backup of this app exists: it starts with empty volumes".to_string()
+            }
+        }
+    }
+
     fn parse(record: &str) -> Option<Self> {
         match record {
             "no-backup" => Some(InitialOutcome::NoBackup),
@@ -1320,15 +1330,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
                 }) => InitialOutcome::Restored(id.unwrap_or_default()),
                 _ => InitialOutcome::NoBackup,
             };
-            let message = match &outcome {
-                InitialOutcome::Restored(id) => {
-                    format!("restored backup {id} before the app started")
-                }
-                InitialOutcome::NoBackup => {
-                    "no backup of this app exists: it starts with empty volumes".to_string()
-                }
-            };
-            acknowledge(pass, RequestPhase::Succeeded, &message);
+            acknowledge(pass, RequestPhase::Succeeded, &outcome.message());
             Ok(InitialRestore::Done(outcome))
         }
         Some(JobState::Failed(reason)) => {
@@ -1364,15 +1366,14 @@ fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
         return;
     }
     let app = pass.app;
-    let (reason, message, event) = match outcome {
+    let message = outcome.message();
+    let (reason, event) = match outcome {
         InitialOutcome::Restored(id) => (
             "Restored",
-            format!("restored backup {id} before the app started"),
             format!("restored backup {id}; starting the app"),
         ),
         InitialOutcome::NoBackup => (
             "NoBackup",
-            "no backup of this app exists: it starts with empty volumes".to_string(),
             format!(
                 "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
                 app.namespace, app.name
