@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the e2e cluster: storage, workloads, exec/logs, in-cluster API access.
+# Smoke test of the e2e cluster: storage, workloads, exec/logs, in-cluster API access, DNS.
 #   eval "$(e2e/cluster up)" && bash e2e/smoke.sh
 # Creates its own namespace, PersistentVolume and host directory and removes them at the end.
 set -uo pipefail
@@ -189,11 +189,68 @@ test_delete_statefulset() {
   echo "node disk after delete: $(cat "$HOSTDIR/hello.txt")"
 }
 
+# 6. cluster DNS: a pod resolves the `kubernetes` Service and a Service of its own namespace
+#    by name and reaches the latter by its short and its full name; kubelet gave it the
+#    cluster's resolver, so no pod in this fresh namespace was warned MissingClusterDNS.
+test_cluster_dns() {
+  kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: greeter, namespace: $NS, labels: {app: greeter}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "mkdir -p /www && echo hello-by-name > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: greeter, namespace: $NS}
+spec:
+  selector: {app: greeter}
+  ports: [{port: 80, targetPort: 8080}]
+EOF
+  wait_for "pod greeter Ready" 60 pod_ready greeter
+  local api_ip greeter_ip
+  api_ip=$(kubectl -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')
+  greeter_ip=$(k get service greeter -o jsonpath='{.spec.clusterIP}')
+  kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: dns-client, namespace: $NS}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: client
+    image: busybox:1.36
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "set -e; cat /etc/resolv.conf; nslookup kubernetes.default.svc.cluster.local; nslookup greeter.$NS.svc.cluster.local; echo \"fetched: \$(wget -qO- http://greeter/) \$(wget -qO- http://greeter.$NS.svc.cluster.local/)\""]
+EOF
+  if ! wait_for "dns-client pod to succeed" 60 pod_phase dns-client Succeeded; then
+    k logs dns-client || true
+    return 1
+  fi
+  local out; out=$(k logs dns-client)
+  echo "$out"
+  grep -q "^nameserver $(kubectl -n kube-system get service kube-dns -o jsonpath='{.spec.clusterIP}')$" <<<"$out"
+  grep -q "^search $NS.svc.cluster.local svc.cluster.local cluster.local" <<<"$out"
+  grep -qx "Address: $api_ip" <<<"$out"
+  grep -qx "Address: $greeter_ip" <<<"$out"
+  grep -qx "fetched: hello-by-name hello-by-name" <<<"$out"
+  local warned
+  warned=$(k get events --field-selector reason=MissingClusterDNS -o name)
+  [[ -z $warned ]] || { echo "kubelet warned MissingClusterDNS: $warned"; return 1; }
+}
+
 run_test statefulset_hostpath test_statefulset_hostpath
 run_test job_and_cronjob test_job_and_cronjob
 run_test exec_and_logs test_exec_and_logs
 run_test api_via_service test_api_via_service
 run_test delete_statefulset test_delete_statefulset
+run_test cluster_dns test_cluster_dns
 
 ((_E2E_FAILED == 0)) || dump_debug "$NS"
 summary
