@@ -229,6 +229,63 @@ test_api_server_restart_mid_reconcile_converges() {
   [[ $(reconciler_restarts) == "$restarts" ]] || { echo "the reconciler restarted"; return 1; }
 }
 
+# lease_holder: the reconciler pod that holds the leader Lease.
+lease_holder() { kubectl -n "$RECONCILER_NS" get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}'; }
+
+# reconciler_pid POD: the pid, on this node, of the reconciler process of pod POD.
+reconciler_pid() {
+  local pid
+  for pid in $(pgrep -f 'hellostateful-reconciler run'); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "POD_NAME=$1"; then echo "$pid"; return 0; fi
+  done
+  return 1
+}
+
+# Two replicas; the leader is frozen (SIGSTOP: a long GC pause, a stuck node). The other
+# takes the Lease once it has not been renewed for a whole Lease by its own clock, and acts;
+# the old leader, thawed, makes no change and steps down.
+test_two_reconcilers_and_a_paused_leader_never_act_at_once() {
+  local ns leader follower pid token thawed
+  ns=$(new_ns lead)
+  trap "kill -CONT \${pid:-0} 2>/dev/null; kubectl -n '$RECONCILER_NS' scale deployment/hellostateful-reconciler --replicas=1 >/dev/null; cleanup_ns '$ns'" EXIT
+  app_yaml lead '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" lead || { on_fail "$ns"; return 1; }
+  leader=$(lease_holder)
+  kubectl -n "$RECONCILER_NS" scale deployment/hellostateful-reconciler --replicas=2 >/dev/null
+  wait_for "a second reconciler running" 90 bash -c "[[ \$(kubectl -n '$RECONCILER_NS' get pods -l app.kubernetes.io/component=reconciler --field-selector status.phase=Running -o name | wc -l) == 2 ]]"
+  follower=$(kubectl -n "$RECONCILER_NS" get pods -l app.kubernetes.io/component=reconciler -o name | sed 's|^pod/||' | grep -vx "$leader")
+  # Only the leader is Ready (it serves /readyz once it holds the Lease).
+  wait_for "the follower's process" 30 reconciler_pid "$follower" >/dev/null
+  [[ $(kubectl -n "$RECONCILER_NS" get pod "$follower" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == False ]]
+  [[ $(lease_holder) == "$leader" ]]
+
+  pid=$(reconciler_pid "$leader")
+  kill -STOP "$pid"
+  wait_for "the follower taking the Lease" 60 bash -c "[[ \$(kubectl -n '$RECONCILER_NS' get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}') == '$follower' ]]"
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" lead "hello-stateful.example.com/backup-requested=$token"
+  wait_for "backup done by the new leader" 120 acknowledged "$ns" lead backupRequest "$token" || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" lead '{.status.backupRequest.phase}') == Succeeded ]]
+
+  # Thawed, the old leader finds the Lease held by another and stops; until then its
+  # client refuses every write, so none of its events is newer than the thaw.
+  thawed=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  kill -CONT "$pid"
+  wait_for "the old leader stepping down (its container restarts)" 60 bash -c "[[ \$(kubectl -n '$RECONCILER_NS' get pod '$leader' -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]"
+  kubectl -n "$RECONCILER_NS" logs "$leader" --previous | grep -F "is held by $follower"
+  [[ $(lease_holder) == "$follower" ]]
+  local late
+  late=$(kubectl get events.events.k8s.io -A -o json | python3 -c '
+import json, sys
+old, since = sys.argv[1], sys.argv[2]
+for e in json.load(sys.stdin)["items"]:
+    when = (e.get("series") or {}).get("lastObservedTime") or e.get("eventTime") or ""
+    if e.get("reportingInstance") == old and when[:19] >= since[:19]:
+        print(e["metadata"]["namespace"], e["metadata"]["name"], e.get("reason"), when)
+' "$leader" "$thawed")
+  [[ -z $late ]] || { echo "the old leader wrote after it was thawed: $late"; return 1; }
+}
+
 # set_mover_image IMAGE: the admin's settings name another mover image; the reconciler
 # reads them when it starts.
 set_mover_image() {
@@ -280,5 +337,6 @@ run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_
 run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_are_reported_and_nothing_restarts
 run_test api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
 run_test a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back
+run_test two_reconcilers_and_a_paused_leader_never_act_at_once test_two_reconcilers_and_a_paused_leader_never_act_at_once
 run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
 summary

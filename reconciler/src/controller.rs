@@ -30,13 +30,14 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
 use crate::jobs::{self, JobState};
+use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
 use crate::placement;
@@ -55,6 +56,8 @@ const WATCH_TIMEOUT_SECS: u32 = 25;
 /// The longest a reconcile pass may take: a safety net so that no pass, however stuck,
 /// blocks its app for good.
 const PASS_TIMEOUT: Duration = Duration::from_secs(150);
+/// How soon a replica that does not hold the Lease (now) looks at an app again.
+const LEADERSHIP_RECHECK: Duration = Duration::from_secs(2);
 /// Reconcile passes that run at once.
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
@@ -75,6 +78,8 @@ pub struct Context {
     pub settings: Settings,
     /// Consecutive failures per app, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// With leader election: whether this replica holds the Lease now.
+    leadership: Option<Leadership>,
 }
 
 impl Context {
@@ -89,7 +94,21 @@ impl Context {
             metrics,
             settings,
             failures: Mutex::default(),
+            leadership: None,
         }
+    }
+
+    /// Passes run only while `leadership` is held (the client refuses writes otherwise).
+    pub fn with_leadership(self, leadership: Leadership) -> Self {
+        Self {
+            leadership: Some(leadership),
+            ..self
+        }
+    }
+
+    /// Whether this replica may act: always without leader election.
+    fn leads(&self) -> bool {
+        self.leadership.as_ref().is_none_or(Leadership::is_held)
     }
 }
 
@@ -156,6 +175,10 @@ fn app_of_labelled<K: Resource>(child: K) -> Option<ObjectRef<HelloStateful>> {
 
 /// One reconcile pass, with metrics and the finalizer that releases volumes.
 pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.leads() {
+        // Not a failure of the app: look again once the Lease may be renewed.
+        return Ok(Action::requeue(LEADERSHIP_RECHECK));
+    }
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
     let namespace = app
@@ -197,6 +220,11 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
 
 /// Retries transient failures with exponential backoff, up to five minutes.
 pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -> Action {
+    if !ctx.leads() {
+        // The Lease lapsed during the pass, so its writes were refused: no backoff for that.
+        debug!(app = %app.name_any(), %error, "pass cut short: not the leader now");
+        return Action::requeue(LEADERSHIP_RECHECK);
+    }
     ctx.metrics
         .failures
         .get_or_create(&crate::metrics::ErrorLabel {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::{Context, reconcile};
 use crate::children::{self, AppRef, Settings};
+use crate::leader::Leadership;
 use crate::location::BackupLocation;
 use crate::metrics::Metrics;
 
@@ -36,6 +37,8 @@ struct Api {
     routes: HashMap<String, Value>,
     /// Requests answered with an API error: the Status to return (its code is the HTTP one).
     refusals: HashMap<String, Value>,
+    /// With leader election: the replica's leadership.
+    leadership: Option<Leadership>,
 }
 
 impl Api {
@@ -43,7 +46,14 @@ impl Api {
         Self {
             routes: HashMap::new(),
             refusals: HashMap::new(),
+            leadership: None,
         }
+    }
+
+    /// The pass runs in a replica that does not hold the leader Lease.
+    fn not_leading(mut self) -> Self {
+        self.leadership = Some(Leadership::default());
+        self
     }
 
     /// Answers `method path` with the API error `status`.
@@ -66,6 +76,7 @@ impl Api {
     /// Runs one reconcile pass of `app` against the canned answers.
     async fn reconcile(mut self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
         self = self.on("GET", APP, value(&app));
+        let leadership = self.leadership.take();
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
@@ -129,7 +140,11 @@ impl Api {
         });
         let client = Client::new(service, "default");
         let metrics = Arc::new(Metrics::register(&mut Registry::default()));
-        let ctx = Arc::new(Context::new(client, metrics, settings()));
+        let ctx = Context::new(client, metrics, settings());
+        let ctx = Arc::new(match leadership {
+            Some(leadership) => ctx.with_leadership(leadership),
+            None => ctx,
+        });
         let result = reconcile(Arc::new(app), ctx)
             .await
             .map(|_| ())
@@ -281,6 +296,14 @@ async fn a_running_app_in_sync_causes_no_child_write() {
     assert_eq!(status["backendVolumes"], json!(["data-hello-0"]));
     assert_eq!(status["nodeName"], "node-a");
     assert_eq!(status["isRestored"], false);
+}
+
+#[tokio::test]
+async fn a_replica_without_the_lease_makes_no_request_and_no_failure() {
+    let app = app(seed(), json!({}), json!({}));
+    let (result, seen) = Api::new().not_leading().reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    assert!(seen.is_empty(), "{seen:?}");
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hellostateful_reconciler::children::Settings;
 use hellostateful_reconciler::controller::{self, Context};
-use hellostateful_reconciler::leader::LeaderElection;
+use hellostateful_reconciler::leader::{self, LeaderElection, Leadership, Timing};
 use hellostateful_reconciler::metrics::Metrics;
 use hellostateful_reconciler::server::{self, Health};
 use prometheus_client::registry::Registry;
@@ -132,7 +132,30 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // (a restart, a failover) waits forever and blocks its app's reconciles with it.
     config.read_timeout = Some(controller::READ_TIMEOUT);
     config.reset_reader_on_write = true;
-    let client = kube::Client::try_from(config).context("connecting to Kubernetes")?;
+    let builder = |config: &kube::Config| {
+        kube::client::ClientBuilder::try_from(config.clone()).context("connecting to Kubernetes")
+    };
+    // With leader election, the controller's client refuses writes unless this replica
+    // holds the Lease (now), and only the election's own client writes the Lease.
+    let (client, election) = if args.leader_elect {
+        let leadership = Leadership::default();
+        let identity = std::env::var("POD_NAME")
+            .unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
+        let election = LeaderElection::new(
+            builder(&config)?.build(),
+            &args.lease_namespace,
+            "hellostateful-reconciler",
+            &identity,
+            Timing::default(),
+            leadership.clone(),
+        );
+        let guarded = builder(&config)?
+            .with_layer(&leader::write_guard(leadership.clone()))
+            .build();
+        (guarded, Some((identity, election, leadership)))
+    } else {
+        (builder(&config)?.build(), None)
+    };
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::register(&mut registry));
     let health = Arc::new(Health {
@@ -144,35 +167,26 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", args.metrics_addr))?;
     tokio::spawn(axum::serve(listener, server::router(health.clone())).into_future());
 
-    let identity = std::env::var("POD_NAME")
-        .unwrap_or_else(|_| format!("{}-{}", hostname(), std::process::id()));
-    let election = args.leader_elect.then(|| {
-        LeaderElection::new(
-            client.clone(),
-            &args.lease_namespace,
-            "hellostateful-reconciler",
-            &identity,
-        )
-    });
-    if let Some(election) = &election {
+    if let Some((identity, election, _)) = &election {
         info!(%identity, "waiting for leadership");
-        election
-            .acquire()
-            .await
-            .context("taking the leader Lease")?;
+        election.acquire().await;
     }
     health.ready.store(true, Ordering::Relaxed);
     info!(mover_image = %args.mover_image, backup_roots = %backup_roots.join(","), "reconciling HelloStateful apps");
-    let ctx = Arc::new(Context::new(
+    let ctx = Context::new(
         client,
         metrics,
         Settings {
             mover_image: args.mover_image,
             backup_roots,
         },
-    ));
+    );
+    let ctx = Arc::new(match &election {
+        Some((_, _, leadership)) => ctx.with_leadership(leadership.clone()),
+        None => ctx,
+    });
     let outcome = match &election {
-        Some(election) => tokio::select! {
+        Some((_, election, _)) => tokio::select! {
             () = controller::run(ctx) => Ok(()),
             lost = election.hold() => Err(anyhow::anyhow!("stopping: {lost}")),
         },
@@ -181,7 +195,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             Ok(())
         }
     };
-    if let Some(election) = &election {
+    if let Some((_, election, _)) = &election {
         election.release().await;
     }
     info!("stopped");
