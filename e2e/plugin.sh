@@ -84,7 +84,12 @@ test_logs_show_the_apps_file() {
 test_version_reports_plugin_and_reconciler() {
   local out
   out=$("$HS_PLUGIN" version)
-  [[ $out == *"kubectl-hellostateful 0.1.0"* && $out == *"Reconciler: 0.1.0"* ]] || { echo "$out"; return 1; }
+  [[ $out == *"kubectl-hellostateful 0.1.0"* && $out == *"Reconciler: 0.1.0"* && $out == *"available (1/1 pods)"* ]] || { echo "$out"; return 1; }
+  # The image the pod really runs, as the kubelet reports it.
+  "$HS_PLUGIN" version -o json | jq -e '.server != null and .reconciler.availableReplicas >= 1 and (.reconciler.pods[0].image | test("hellostateful-reconciler")) and .reconciler.pods[0].ready' >/dev/null
+  # Without a cluster it still names itself, and fails like `kubectl version`.
+  out=$("$HS_PLUGIN" version --kubeconfig <(sed 's#server: .*#server: https://127.0.0.1:1#' "$KUBECONFIG") 2>&1) && { echo "exit 0 without a cluster"; return 1; }
+  [[ $out == *"Plugin:     kubectl-hellostateful 0.1.0"* && $out == *"cannot reach the cluster"* ]] || { echo "$out"; return 1; }
   "$HS_PLUGIN" completion bash | grep -q "kubectl-hellostateful\|hellostateful"
 }
 
@@ -100,6 +105,46 @@ test_forbidden_says_which_verb_on_which_resource() {
   KUBECONFIG=$kubeconfig kubectl config use-context c >/dev/null
   expect_fail "list" "$HS_PLUGIN" --kubeconfig "$kubeconfig" list
   expect_fail "forbidden" "$HS_PLUGIN" --kubeconfig "$kubeconfig" list
+  rm -f "$kubeconfig"
+}
+
+# kubectl's global flags reach the API server: --token, --user and --cluster choose the
+# credentials and the server, --as impersonates, --request-timeout bounds a silent server.
+test_kubectl_global_flags_reach_the_api_server() {
+  local kubeconfig server nobody viewer port listener out
+  kubectl -n "$NS" create serviceaccount flag-nobody >/dev/null
+  kubectl -n "$NS" create serviceaccount flag-viewer >/dev/null
+  kubectl -n "$NS" create rolebinding flag-viewer --clusterrole=view --serviceaccount="$NS:flag-viewer" >/dev/null
+  nobody=$(kubectl -n "$NS" create token flag-nobody)
+  viewer=$(kubectl -n "$NS" create token flag-viewer)
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  kubeconfig=$(mktemp)
+  k() { KUBECONFIG=$kubeconfig kubectl config "$@" >/dev/null; }
+  k set-cluster good --server="$server" --insecure-skip-tls-verify=true
+  k set-cluster closed --server=https://127.0.0.1:1 --insecure-skip-tls-verify=true
+  k set-credentials anonymous
+  k set-credentials viewer --token="$viewer"
+  k set-context c --cluster=closed --user=anonymous --namespace="$NS"
+  k use-context c
+  hsk() { "$HS_PLUGIN" --kubeconfig "$kubeconfig" "$@"; }
+  expect_fail "Connection refused" hsk list
+  expect_fail "system:serviceaccount:$NS:flag-nobody" hsk --cluster good --token "$nobody" list
+  [[ $(hsk --cluster good --user viewer list -o name) == hellostateful.hello-stateful.example.com/demo ]]
+  expect_fail "User \"system:serviceaccount:$NS:flag-nobody\" cannot list" hs --as "system:serviceaccount:$NS:flag-nobody" list
+  hs --as "system:serviceaccount:$NS:flag-viewer" --as-group system:serviceaccounts get demo -o name | grep -qx hellostateful.hello-stateful.example.com/demo
+  out=$(hs -v=1 get demo -o name 2>&1 >/dev/null)
+  [[ $out == *"using cluster"* ]] || { echo "-v=1 printed: $out"; return 1; }
+  # A server that accepts connections and never answers: the request gives up on time.
+  exec {listener}< <(python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True); time.sleep(120)')
+  read -r port <&"$listener"
+  k set-cluster silent --server="https://127.0.0.1:$port" --insecure-skip-tls-verify=true
+  local t0=$SECONDS
+  # (kube's own connect timeout, without the flag, is 30 s)
+  expect_fail "deadline has elapsed" timeout 60 "$HS_PLUGIN" --kubeconfig "$kubeconfig" --cluster silent --request-timeout 2s list
+  (( SECONDS - t0 < 20 )) || { echo "--request-timeout 2s took $((SECONDS - t0)) s"; return 1; }
+  exec {listener}<&-
   rm -f "$kubeconfig"
 }
 
@@ -161,6 +206,7 @@ run_test restore_with_yes_waits_until_done test_restore_with_yes_waits_until_don
 run_test logs_show_the_apps_file test_logs_show_the_apps_file
 run_test version_reports_plugin_and_reconciler test_version_reports_plugin_and_reconciler
 run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_verb_on_which_resource
+run_test kubectl_global_flags_reach_the_api_server test_kubectl_global_flags_reach_the_api_server
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request

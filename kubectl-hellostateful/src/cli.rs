@@ -55,6 +55,29 @@ pub struct GlobalArgs {
     /// The kubeconfig context to use (default: the current context)
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// The kubeconfig cluster to use (default: the context's)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use (default: the context's)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Bearer token for the API server (instead of the kubeconfig user's)
+    #[arg(long, global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Act as this user (impersonation: needs the `impersonate` verb)
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Act as this group too (repeat for more; needs --as)
+    #[arg(
+        long = "as-group",
+        global = true,
+        value_name = "GROUP",
+        requires = "as_user"
+    )]
+    pub as_group: Vec<String>,
+    /// Longest wait for one answer of the API server, e.g. 30s or 1m (0: no limit)
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
     /// Namespace of the app (default: the context's namespace, else "default")
     #[arg(short = 'n', long, global = true, value_name = "NS")]
     pub namespace: Option<String>,
@@ -64,8 +87,17 @@ pub struct GlobalArgs {
     /// Never colour the output (colour is also off for NO_COLOR and when stdout is not a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
-    /// Say more about what is done (repeat for more)
-    #[arg(short = 'v', long, global = true, action = clap::ArgAction::Count)]
+    /// Say more about what is done: -v=1 names the cluster and the requests, -v=2 more
+    #[arg(
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = 0,
+        default_missing_value = "1"
+    )]
     pub verbose: u8,
 }
 
@@ -554,9 +586,45 @@ mod tests {
             panic!("not list")
         };
         assert!(list.all_namespaces);
-        let cli = parse(&["-n", "x", "--kubeconfig", "/k", "-vv", "version"]).unwrap();
+        let cli = parse(&["-n", "x", "--kubeconfig", "/k", "-v=2", "version"]).unwrap();
         assert_eq!(cli.global.verbose, 2);
         assert_eq!(cli.global.kubeconfig, Some(PathBuf::from("/k")));
+    }
+
+    #[test]
+    fn kubectl_global_flags_are_taken() {
+        let cli = parse(&[
+            "status",
+            "app",
+            "--as",
+            "jane",
+            "--as-group",
+            "devs",
+            "--as-group",
+            "ops",
+            "--token",
+            "t0k",
+            "--cluster",
+            "prod",
+            "--user",
+            "admin",
+            "--request-timeout",
+            "1m30s",
+            "--v=3",
+        ])
+        .unwrap();
+        let g = &cli.global;
+        assert_eq!(g.as_user.as_deref(), Some("jane"));
+        assert_eq!(g.as_group, ["devs", "ops"]);
+        assert_eq!(g.token.as_deref(), Some("t0k"));
+        assert_eq!(g.cluster.as_deref(), Some("prod"));
+        assert_eq!(g.user.as_deref(), Some("admin"));
+        assert_eq!(g.request_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(g.verbose, 3);
+        assert_eq!(parse(&["-v", "version"]).unwrap().global.verbose, 1);
+        assert_eq!(parse(&["version"]).unwrap().global.verbose, 0);
+        // A group without a user to act as is refused, as kubectl does.
+        assert!(parse(&["version", "--as-group", "devs"]).is_err());
     }
 
     #[test]

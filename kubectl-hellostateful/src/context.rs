@@ -9,7 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 use crate::cli::{GlobalArgs, OutputFormat};
-use crate::error::{Action, CliError, explain};
+use crate::error::{Action, CliError, explain, explain_briefly};
 use crate::output::Style;
 
 /// Namespace of the reconciler.
@@ -92,10 +92,10 @@ impl Ctx {
     pub async fn connect(&self) -> Result<Kube, CliError> {
         let options = KubeConfigOptions {
             context: self.global.context.clone(),
-            cluster: None,
-            user: None,
+            cluster: self.global.cluster.clone(),
+            user: self.global.user.clone(),
         };
-        let config = match &self.global.kubeconfig {
+        let mut config = match &self.global.kubeconfig {
             Some(path) => {
                 let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
                     CliError::Config(format!("cannot read kubeconfig {}: {e}", path.display()))
@@ -123,6 +123,7 @@ impl Ctx {
                 }
             },
         };
+        self.apply_overrides(&mut config);
         let namespace = self
             .global
             .namespace
@@ -135,6 +136,26 @@ impl Ctx {
         let client = Client::try_from(config)
             .map_err(|e| CliError::Config(format!("cannot make a Kubernetes client: {e}")))?;
         Ok(Kube { client, namespace })
+    }
+
+    /// kubectl's flags that change how requests are made: --token, --as, --as-group,
+    /// --request-timeout.
+    fn apply_overrides(&self, config: &mut Config) {
+        let global = &self.global;
+        if let Some(token) = &global.token {
+            config.auth_info.token = Some(token.clone().into());
+            config.auth_info.token_file = None;
+        }
+        if let Some(user) = &global.as_user {
+            config.auth_info.impersonate = Some(user.clone());
+            config.auth_info.impersonate_groups =
+                (!global.as_group.is_empty()).then(|| global.as_group.clone());
+        }
+        if let Some(timeout) = global.request_timeout.filter(|t| !t.is_zero()) {
+            config.connect_timeout = Some(timeout);
+            config.read_timeout = Some(timeout);
+            config.write_timeout = Some(timeout);
+        }
     }
 }
 
@@ -187,7 +208,7 @@ impl Kube {
         match api.get_opt(RECONCILER).await {
             Ok(Some(deployment)) => ReconcilerState::Found(Box::new(deployment)),
             Ok(None) => ReconcilerState::Absent,
-            Err(error) => ReconcilerState::Unknown(error.to_string()),
+            Err(error) => ReconcilerState::Unknown(explain_briefly(&error)),
         }
     }
 }

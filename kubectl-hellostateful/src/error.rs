@@ -40,7 +40,14 @@ pub enum CliError {
     Usage(String),
     #[error("{0}")]
     Failed(String),
-    #[error("cannot {verb} {resource}: {source}")]
+    /// A command that prints part of its answer and still fails (`version` without a
+    /// cluster, as `kubectl version` does).
+    #[error("{error}")]
+    AfterOutput {
+        output: String,
+        error: Box<CliError>,
+    },
+    #[error("cannot {verb} {resource}: {}", explain_briefly(.source))]
     Kube {
         verb: String,
         resource: String,
@@ -105,6 +112,26 @@ pub fn is_missing_type(status: &Status) -> bool {
             .details
             .as_ref()
             .is_none_or(|details| details.name.is_empty())
+}
+
+/// An error in one line: the API server's own message, or the transport error down to
+/// its cause ("Connection refused"), which kube's own message leaves out.
+pub fn explain_briefly(error: &kube::Error) -> String {
+    if let kube::Error::Api(status) = error
+        && !status.message.is_empty()
+    {
+        return status.message.clone();
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Turns an API error into what the user should read.

@@ -75,13 +75,13 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(text) => {
-            let mut stdout = std::io::stdout().lock();
-            // A closed pipe (`| head`) is not an error worth reporting.
-            let _ = stdout.write_all(text.as_bytes());
-            let _ = stdout.flush();
+            print_stdout(&text);
             ExitCode::SUCCESS
         }
         Err(error) => {
+            if let CliError::AfterOutput { output, .. } = &error {
+                print_stdout(output);
+            }
             let terminal = context::Terminal::detect();
             let style = output::Style {
                 color: context::color_enabled(
@@ -94,4 +94,11 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn print_stdout(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
 }

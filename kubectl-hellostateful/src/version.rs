@@ -1,10 +1,15 @@
-//! `version`: the plugin's version and the reconciler's found in the cluster.
+//! `version`: the plugin's version, the API server's, and the reconciler's found in the
+//! cluster: its availability and the image its pods really run.
 
-use serde_json::json;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::cli::OutputFormat;
-use crate::context::{Ctx, RECONCILER, ReconcilerState, SYSTEM_NAMESPACE};
-use crate::error::CliError;
+use crate::context::{Ctx, Kube, RECONCILER, ReconcilerState, SYSTEM_NAMESPACE};
+use crate::error::{CliError, explain_briefly};
 use crate::output::{to_json, to_yaml};
 
 /// The plugin's version.
@@ -34,49 +39,169 @@ pub fn reconciler_version(state: &ReconcilerState) -> Option<String> {
     )
 }
 
-/// `version`.
+/// One pod of the reconciler, as the kubelet reports it.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningPod {
+    pub name: String,
+    /// The image the container runs, as resolved by the runtime.
+    pub image: String,
+    /// Its digest (`imageID`), when the runtime reports one.
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    pub ready: bool,
+}
+
+/// The pods of the reconciler's Deployment and what their reconciler container runs.
+fn running_pods(pods: &[Pod]) -> Vec<RunningPod> {
+    pods.iter()
+        .filter_map(|pod| {
+            let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+            let status = statuses
+                .iter()
+                .find(|s| s.name == RECONCILER || s.name == "reconciler")
+                .or(statuses.first())?;
+            Some(RunningPod {
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                image: status.image.clone(),
+                image_id: status.image_id.clone(),
+                ready: status.ready,
+            })
+        })
+        .collect()
+}
+
+/// `version`: like `kubectl version`, it prints what it knows and exits non-zero when the
+/// cluster cannot be reached.
 pub async fn version(ctx: &Ctx) -> Result<String, CliError> {
-    let (reconciler, image, error) = match ctx.connect().await {
-        Ok(kube) => {
-            let state = kube.reconciler().await;
-            let error = match &state {
-                ReconcilerState::Unknown(e) => Some(e.clone()),
-                _ => None,
-            };
-            (reconciler_version(&state), state.image(), error)
-        }
-        Err(e) => (None, None, Some(e.to_string())),
-    };
-    match ctx.output() {
-        OutputFormat::Json | OutputFormat::Yaml => {
-            let value = json!({
-                "plugin": PLUGIN_VERSION,
-                "reconciler": reconciler,
-                "reconcilerImage": image,
-                "error": error,
-            });
-            if ctx.output() == OutputFormat::Json {
-                to_json(&value)
-            } else {
-                to_yaml(&value)
+    let mut report = json!({"plugin": PLUGIN_VERSION});
+    let unreachable = match ctx.connect().await {
+        Err(error) => Some(error),
+        Ok(kube) => match kube.client.apiserver_version().await {
+            Err(error) => Some(CliError::Failed(format!(
+                "cannot reach the cluster's API server: {}",
+                explain_briefly(&error)
+            ))),
+            Ok(server) => {
+                report["server"] = json!(server.git_version);
+                report["reconciler"] = reconciler_report(&kube).await;
+                None
             }
-        }
-        _ => {
-            let cluster = match (&reconciler, &error) {
-                (Some(version), _) => format!(
-                    "{version} (image {})",
-                    image.unwrap_or_else(|| "<unknown>".into())
-                ),
-                (None, Some(error)) => format!("unknown: {error}"),
-                (None, None) => format!(
-                    "not installed (no Deployment {SYSTEM_NAMESPACE}/{RECONCILER}; see `kubectl hellostateful install`)"
-                ),
-            };
-            Ok(format!(
-                "Plugin:     kubectl-hellostateful {PLUGIN_VERSION}\nReconciler: {cluster}\n"
-            ))
-        }
+        },
+    };
+    if let Some(error) = &unreachable {
+        report["error"] = json!(error.to_string());
     }
+    let output = match ctx.output() {
+        OutputFormat::Json => to_json(&report)?,
+        OutputFormat::Yaml => to_yaml(&report)?,
+        _ => text(&report),
+    };
+    match unreachable {
+        None => Ok(output),
+        Some(error) => Err(CliError::AfterOutput {
+            output,
+            error: Box::new(error),
+        }),
+    }
+}
+
+/// The reconciler's version, availability and running image, as JSON.
+async fn reconciler_report(kube: &Kube) -> Value {
+    let state = kube.reconciler().await;
+    let deployment = match &state {
+        ReconcilerState::Absent => return json!({"installed": false}),
+        ReconcilerState::Unknown(error) => return json!({"error": error}),
+        ReconcilerState::Found(deployment) => deployment,
+    };
+    let desired = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let selector = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(kube.client.clone(), SYSTEM_NAMESPACE);
+    let running = match pods.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => json!(running_pods(&list.items)),
+        Err(error) => json!({"error": explain_briefly(&error)}),
+    };
+    json!({
+        "installed": true,
+        "version": reconciler_version(&state),
+        "image": state.image(),
+        "desiredReplicas": desired,
+        "availableReplicas": state.available().unwrap_or(0),
+        "pods": running,
+    })
+}
+
+/// The report as lines for a person.
+fn text(report: &Value) -> String {
+    let mut out = format!("Plugin:     kubectl-hellostateful {PLUGIN_VERSION}\n");
+    if let Some(server) = report["server"].as_str() {
+        out += &format!("Server:     Kubernetes {server}\n");
+    }
+    if report.get("error").is_some() {
+        // Nothing more is known; the error itself goes to stderr.
+        return out;
+    }
+    let reconciler = &report["reconciler"];
+    let line = if let Some(error) = reconciler["error"].as_str() {
+        format!("unknown: {error}")
+    } else if reconciler["installed"] == false {
+        format!(
+            "not installed (no Deployment {SYSTEM_NAMESPACE}/{RECONCILER}; see `kubectl hellostateful install`)"
+        )
+    } else {
+        let (available, desired) = (
+            &reconciler["availableReplicas"],
+            &reconciler["desiredReplicas"],
+        );
+        let health = if available.as_i64().unwrap_or(0) > 0 {
+            format!("available ({available}/{desired} pods)")
+        } else {
+            format!(
+                "NOT available (0/{desired} pods; see `kubectl -n {SYSTEM_NAMESPACE} get pods`)"
+            )
+        };
+        format!(
+            "{} (image {}), {health}",
+            reconciler["version"].as_str().unwrap_or("<unknown>"),
+            reconciler["image"].as_str().unwrap_or("<unknown>"),
+        )
+    };
+    out += &format!("Reconciler: {line}\n");
+    for pod in reconciler["pods"].as_array().into_iter().flatten() {
+        let image_id = pod["imageID"].as_str().unwrap_or_default();
+        let digest = image_id.rsplit_once('@').map_or(image_id, |(_, d)| d);
+        out += &format!(
+            "  pod {}: runs {}{}{}\n",
+            pod["name"].as_str().unwrap_or_default(),
+            pod["image"].as_str().unwrap_or_default(),
+            if digest.is_empty() {
+                String::new()
+            } else {
+                format!(" ({digest})")
+            },
+            if pod["ready"] == true {
+                ""
+            } else {
+                ", not ready"
+            },
+        );
+    }
+    out
 }
 
 #[cfg(test)]

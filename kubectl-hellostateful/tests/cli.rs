@@ -312,13 +312,35 @@ fn an_unreachable_cluster_is_a_clear_error() {
 }
 
 #[test]
+fn version_without_a_cluster_names_the_plugin_and_fails() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(&refusing, &["version"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "Plugin:     kubectl-hellostateful {}\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert!(
+        text(&out.stderr).starts_with("error: cannot reach the cluster's API server:"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn version_and_completion_work() {
     let api = healthy();
     let out = plugin(&api.kubeconfig, &["version"]);
     assert_eq!(
         text(&out.stdout),
         format!(
-            "Plugin:     kubectl-hellostateful {}\nReconciler: 0.1.0 (image hellostateful-reconciler:0.1.0)\n",
+            "Plugin:     kubectl-hellostateful {}\n\
+             Server:     Kubernetes v1.34.4\n\
+             Reconciler: 0.1.0 (image hellostateful-reconciler:0.1.0), available (1/1 pods)\n  \
+             pod hellostateful-reconciler-1: runs docker.io/library/hellostateful-reconciler:0.1.0 (sha256:ab12)\n",
             env!("CARGO_PKG_VERSION")
         )
     );

@@ -144,6 +144,24 @@ fn route(
     behaviour: &Behaviour,
 ) -> (u16, Value) {
     let path = path.split('?').next().unwrap_or(path);
+    if path == "/version" {
+        return (
+            200,
+            json!({"major": "1", "minor": "34", "gitVersion": "v1.34.4", "gitCommit": "x",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.26",
+            "compiler": "gc", "platform": "linux/amd64"}),
+        );
+    }
+    if path == "/api/v1/namespaces/hellostateful-system/pods" {
+        return (
+            200,
+            json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+                {"metadata": {"name": "hellostateful-reconciler-1"},
+                 "status": {"containerStatuses": [{"name": "reconciler", "ready": true,
+                    "restartCount": 0, "image": "docker.io/library/hellostateful-reconciler:0.1.0",
+                    "imageID": "docker.io/library/hellostateful-reconciler@sha256:ab12"}]}}]}),
+        );
+    }
     if path == RECONCILER {
         return (
             200,
@@ -151,7 +169,7 @@ fn route(
             "metadata": {"name": "hellostateful-reconciler", "namespace": "hellostateful-system"},
             "spec": {"selector": {}, "template": {"spec": {"containers": [
                 {"name": "reconciler", "image": "hellostateful-reconciler:0.1.0"}]}}},
-            "status": {"availableReplicas": 1}}),
+            "status": {"availableReplicas": 1, "replicas": 1}}),
         );
     }
     if let Some(rest) = path.strip_prefix(APPS) {
