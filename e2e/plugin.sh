@@ -157,9 +157,28 @@ test_delete_says_backups_are_kept() {
   local out
   expect_fail "--yes" hs delete demo </dev/null
   out=$(hs delete demo --yes) || { echo "$out"; return 1; }
-  [[ $out == *"/tmp/backup"* ]] || { echo "$out"; return 1; }
-  wait_for "demo gone" 60 bash -c "! kubectl -n '$NS' get hellostateful demo >/dev/null 2>&1"
+  [[ $out == *"Its live data is wiped. Its backups are kept in node directory /tmp/backup"* ]] || { echo "$out"; return 1; }
+  # It returned once the reconciler had cleaned up and released the app.
+  if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "delete returned before demo was gone"; return 1; fi
   has_backup "$NS" demo
+}
+
+# Without a running reconciler the app's finalizer holds it: delete warns before it asks,
+# and says why it stopped waiting, instead of hanging until its timeout.
+test_delete_without_a_running_reconciler_says_why_the_app_stays() {
+  local out
+  hs create held --replicas 1
+  wait_for "held Ready" 120 app_ready "$NS" held || { on_fail "$NS"; return 1; }
+  kubectl -n "$RECONCILER_NS" scale deployment/hellostateful-reconciler --replicas=0 >/dev/null
+  trap "kubectl -n '$RECONCILER_NS' scale deployment/hellostateful-reconciler --replicas=1 >/dev/null" EXIT
+  wait_for "no reconciler available" 60 bash -c "[[ -z \$(kubectl -n '$RECONCILER_NS' get deployment hellostateful-reconciler -o jsonpath='{.status.availableReplicas}') ]]"
+  expect_fail "the app and its data stay until it runs again" hs delete held --yes --timeout 5m
+  out=$(hs delete held --yes --wait=false 2>&1) || { echo "$out"; return 1; }
+  [[ $out == *"Warning: the reconciler Deployment"*"has no available pod"* ]] || { echo "$out"; return 1; }
+  kubectl -n "$NS" get hellostateful held >/dev/null
+  kubectl -n "$RECONCILER_NS" scale deployment/hellostateful-reconciler --replicas=1 >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout status deployment/hellostateful-reconciler --timeout=120s >/dev/null
+  wait_for "held gone once the reconciler runs" 120 bash -c "! kubectl -n '$NS' get hellostateful held >/dev/null 2>&1"
 }
 
 test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
@@ -172,8 +191,9 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   wait_for "demo Ready" 120 app_ready "$NS" demo || { on_fail "$NS"; return 1; }
   has_backup "$NS" demo
   expect_fail "--yes" hs delete demo --delete-backups </dev/null
-  out=$(hs delete demo --delete-backups --yes) || { echo "$out"; return 1; }
-  wait_for "demo gone" 120 bash -c "! kubectl -n '$NS' get hellostateful demo >/dev/null 2>&1"
+  out=$(hs delete demo --delete-backups --yes -o name) || { echo "$out"; return 1; }
+  [[ $out == hellostateful.hello-stateful.example.com/demo ]] || { echo "$out"; return 1; }
+  if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "delete returned before demo was gone"; return 1; fi
   if has_backup "$NS" demo; then echo "backups left: $(backups_of "$NS" demo)"; return 1; fi
   wait_for "backup claim gone" 60 bash -c "! kubectl -n '$NS' get pvc backups-demo >/dev/null 2>&1"
   wait_for "backup volume gone" 60 bash -c "! kubectl get pv 'hellostateful-backups.$NS.demo' >/dev/null 2>&1"
@@ -209,6 +229,7 @@ run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_v
 run_test kubectl_global_flags_reach_the_api_server test_kubectl_global_flags_reach_the_api_server
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
+run_test delete_without_a_running_reconciler_says_why_the_app_stays test_delete_without_a_running_reconciler_says_why_the_app_stays
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
 run_test install_waits_and_names_an_image_the_nodes_cannot_pull test_install_waits_and_names_an_image_the_nodes_cannot_pull
 summary

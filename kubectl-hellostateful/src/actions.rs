@@ -16,7 +16,7 @@ use crate::output::{to_json, to_yaml};
 use crate::prompt;
 
 /// How long to wait for a first acknowledgement when the reconciler looks absent.
-const NO_RECONCILER_GRACE: Duration = Duration::from_secs(15);
+pub const NO_RECONCILER_GRACE: Duration = Duration::from_secs(15);
 
 /// A new token: the time now, RFC 3339 UTC with microseconds, so quick requests differ.
 pub fn new_token(now: DateTime<Utc>) -> String {
@@ -57,16 +57,17 @@ impl Kind {
     }
 }
 
-/// Whether to wait: the flag, else yes on a terminal.
-fn should_wait(ctx: &Ctx, wait: &WaitArgs) -> bool {
-    wait.wait.unwrap_or(ctx.terminal.stdout)
+/// Whether to wait: yes unless --wait=false, with or without a terminal, so that a script
+/// gets what a person gets.
+fn should_wait(wait: &WaitArgs) -> bool {
+    wait.wait.unwrap_or(true)
 }
 
 /// `backup NAME`.
 pub async fn backup(ctx: &Ctx, args: &BackupArgs) -> Result<String, CliError> {
     let kube = ctx.connect().await?;
     kube.get_app(&args.name).await?;
-    let waiting = should_wait(ctx, &args.wait);
+    let waiting = should_wait(&args.wait);
     let reconciler = kube.reconciler().await;
     let warning = reconciler.not_running_warning();
     if let Some(warning) = &warning {
@@ -76,10 +77,7 @@ pub async fn backup(ctx: &Ctx, args: &BackupArgs) -> Result<String, CliError> {
     send(&kube, &args.name, &backup_patch(&token)).await?;
     ctx.debug(1, format!("asked for a backup with token {token}"));
     if !waiting {
-        return Ok(format!(
-            "Backup of {}/{} requested (token {token}). Follow it with `kubectl hellostateful status {}`.\n",
-            kube.namespace, args.name, args.name
-        ));
+        return requested(ctx, Kind::Backup, &kube.namespace, &args.name, &token, None);
     }
     let result = follow(
         ctx,
@@ -121,11 +119,15 @@ pub async fn restore(ctx: &Ctx, args: &RestoreArgs) -> Result<String, CliError> 
     let token = new_token(Utc::now());
     send(&kube, &args.name, &restore_patch(&token, &args.from)).await?;
     ctx.debug(1, format!("asked for a restore with token {token}"));
-    if !should_wait(ctx, &args.wait) {
-        return Ok(format!(
-            "Restore of {}/{} from {} requested (token {token}). Follow it with `kubectl hellostateful status {}`.\n",
-            kube.namespace, args.name, args.from, args.name
-        ));
+    if !should_wait(&args.wait) {
+        return requested(
+            ctx,
+            Kind::Restore,
+            &kube.namespace,
+            &args.name,
+            &token,
+            Some(&args.from),
+        );
     }
     let result = follow(
         ctx,
@@ -163,6 +165,42 @@ pub fn restore_question(namespace: &str, app: &HelloStateful, from: &str) -> Str
         "Restore {namespace}/{name} from {which} (in {target})?\n  This overwrites all data on the volumes {} of its {replicas} replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?",
         volumes.join(", ")
     )
+}
+
+/// What a request not waited for prints: the request itself, in the format asked for (its
+/// token is what status will acknowledge).
+fn requested(
+    ctx: &Ctx,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    token: &str,
+    from: Option<&str>,
+) -> Result<String, CliError> {
+    let mut request = json!({
+        "kind": kind.noun(),
+        "namespace": namespace,
+        "name": name,
+        "token": token,
+        "phase": "Requested",
+    });
+    if let Some(from) = from {
+        request["from"] = json!(from);
+    }
+    match ctx.output() {
+        OutputFormat::Json => to_json(&request),
+        OutputFormat::Yaml => to_yaml(&request),
+        OutputFormat::Name => Ok(format!("{token}\n")),
+        OutputFormat::Table | OutputFormat::Wide => {
+            let what = match from {
+                Some(from) => format!("Restore of {namespace}/{name} from {from}"),
+                None => format!("Backup of {namespace}/{name}"),
+            };
+            Ok(format!(
+                "{what} requested (token {token}). Follow it with `kubectl hellostateful status {name}`.\n"
+            ))
+        }
+    }
 }
 
 async fn send(kube: &Kube, name: &str, patch: &Value) -> Result<(), CliError> {

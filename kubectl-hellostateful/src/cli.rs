@@ -187,10 +187,11 @@ conditions, the last backup, any backup or restore in flight, and recent events.
     /// Back up an app now
     #[command(
         long_about = "Ask the reconciler for one backup now (by a new token in the \
-hello-stateful.example.com/backup-requested annotation). With --wait (the default on a \
-terminal) shows the progress until the reconciler reports the result, prints the backup id \
-and exits 0 on success, 1 on failure or timeout. A timeout rolls nothing back: the backup \
-goes on and `status` shows how it ends.",
+hello-stateful.example.com/backup-requested annotation), then wait (the default, with or \
+without a terminal) until the reconciler reports the result: prints the backup id and exits \
+0 on success, 1 on failure or timeout. A timeout rolls nothing back: the backup goes on and \
+`status` shows how it ends. --wait=false prints the request (its token; -o json|yaml for \
+all of it) and returns.",
         after_help = "Examples:
   kubectl hellostateful backup hello
   kubectl hellostateful backup hello --timeout 30m
@@ -218,23 +219,27 @@ a backup claim no backup was ever made, and nothing is run.",
         long_about = "Restore an app's data from a backup: the reconciler scales the app to \
 0, waits for its pods to be gone, overwrites every replica's volume with the snapshot, and \
 starts the app again. Asks for confirmation on a terminal; without a terminal it refuses \
-unless --yes is given.",
+unless --yes is given. Waits until the reconciler reports the result (--wait=false to \
+return once it is asked for).",
         after_help = "Examples:
   kubectl hellostateful restore hello
   kubectl hellostateful restore hello --from 20261129T150102Z
   # In a script
-  kubectl hellostateful restore hello --from latest --yes --wait"
+  kubectl hellostateful restore hello --from latest --yes"
     )]
     Restore(RestoreArgs),
 
     /// Delete an app and wipe its live data (its backups are kept unless --delete-backups)
     #[command(
-        long_about = "Delete a HelloStateful app with its StatefulSet, volumes, CronJob and \
-Jobs. The reconciler wipes the app's live data: what is on its volumes is gone. Its backups \
-are kept (and, for a node directory, its backup claim backups-NAME): create the app again \
-with --restore-from-existing to get its data back. With --delete-backups the reconciler \
-deletes the backups as well, and nothing of the app can be recovered. Asks for \
-confirmation on a terminal; without a terminal needs --yes.",
+        long_about = "Delete a HelloStateful app with its StatefulSet, Service, CronJob and \
+Jobs, and wait until the reconciler has cleaned up (--wait=false to return at once). On \
+static volumes the reconciler wipes the app's live data: what is on them is gone. Claims of \
+a StorageClass are kept with their data, as a StatefulSet keeps them. Its backups are kept \
+(and, for a node directory, its backup claim backups-NAME): create the app again with \
+--restore-from-existing to get its data back. With --delete-backups the reconciler deletes \
+the backups as well, and nothing of the app can be recovered. Warns when the reconciler is \
+not running (its finalizer keeps the app until it runs). Asks for confirmation on a \
+terminal; without a terminal needs --yes.",
         after_help = "Examples:
   kubectl hellostateful delete hello
   kubectl hellostateful delete hello -n prod --yes
@@ -385,7 +390,7 @@ pub struct NameArgs {
 /// How long to wait, and whether.
 #[derive(Args, Debug, Clone)]
 pub struct WaitArgs {
-    /// Wait for the result (default: true when stdout is a terminal); --wait=false returns at once
+    /// Wait until it is done (the default, with or without a terminal); --wait=false returns once it is asked for
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true")]
     pub wait: Option<bool>,
@@ -429,6 +434,8 @@ pub struct DeleteArgs {
     /// Do not ask for confirmation (needed without a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
+    #[command(flatten)]
+    pub wait: WaitArgs,
 }
 
 /// `logs`.

@@ -170,14 +170,33 @@ fn a_timeout_says_what_state_was_left() {
 }
 
 #[test]
-fn without_a_terminal_backup_does_not_wait() {
+fn without_a_terminal_backup_still_waits_and_wait_false_returns_the_request() {
     let api = FakeApi::start(Behaviour {
         crd: true,
         ack_phase: None,
     });
-    let out = plugin(&api.kubeconfig, &["backup", "hello"]);
+    // What a person gets on a terminal, a script gets too: it waits (here until --timeout).
+    let out = plugin(&api.kubeconfig, &["backup", "hello", "--timeout", "2s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("timed out waiting for the backup of default/hello"));
+    let out = plugin(&api.kubeconfig, &["backup", "hello", "--wait=false"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("Backup of default/hello requested (token "));
+    let out = plugin(
+        &api.kubeconfig,
+        &["backup", "hello", "--wait=false", "-o", "json"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let request: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(request["kind"], "backup");
+    assert_eq!(request["namespace"], "default");
+    assert_eq!(request["name"], "hello");
+    assert_eq!(request["phase"], "Requested");
+    assert!(
+        request["token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("20"))
+    );
 }
 
 #[test]
@@ -356,7 +375,7 @@ fn delete_with_yes_keeps_the_backups_and_says_the_data_is_wiped() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
-        "hellostateful.hello-stateful.example.com/hello deleted\nThe reconciler wipes its live data. Its backups are kept in node directory /tmp/backup/default/hello on node node-1: create it again with --restore-from-existing to get its data back.\n"
+        "hellostateful.hello-stateful.example.com/hello deleted\nIts live data is wiped. Its backups are kept in node directory /tmp/backup/default/hello on node node-1: create it again with --restore-from-existing to get its data back.\n"
     );
     let requests = api.requests();
     assert!(requests.iter().all(|r| r.0 != "PATCH"), "{requests:?}");
@@ -379,7 +398,7 @@ fn delete_backups_annotates_the_app_before_deleting_it() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains(
-            "deletes its backups in node directory /tmp/backup/default/hello on node node-1: they cannot be recovered"
+            "Its backups in node directory /tmp/backup/default/hello on node node-1 were deleted by the reconciler: they cannot be recovered"
         ),
         "{}",
         text(&out.stdout)

@@ -141,7 +141,7 @@ fn delete_backups_warns_they_cannot_be_recovered_and_no_changes_nothing() {
         .expect("the question");
     session
         .exp_string(
-            "its backups in node directory /tmp/backup/default/hello on node node-1 are deleted too: they cannot be recovered.",
+            "Its backups in node directory /tmp/backup/default/hello on node node-1 are deleted too: they cannot be recovered.",
         )
         .expect("the warning");
     answer(&mut session, "n");

@@ -27,6 +27,8 @@ pub struct Behaviour {
 pub struct State {
     pub requests: Vec<(String, String, String)>,
     pub annotations: BTreeMap<String, String>,
+    /// Apps deleted: gone at once, as if the reconciler's cleanup were instant.
+    pub deleted: Vec<String>,
 }
 
 pub struct FakeApi {
@@ -188,8 +190,11 @@ fn route(
                 "kind": "HelloStatefulList", "metadata": {"resourceVersion": "1"}, "items": items}),
             );
         }
-        if name != "hello" && name != "web" {
+        if (name != "hello" && name != "web") || state.deleted.iter().any(|d| d == name) {
             return not_found(name);
+        }
+        if method == "DELETE" {
+            state.deleted.push(name.to_string());
         }
         if method == "PATCH"
             && let Ok(patch) = serde_json::from_str::<Value>(body)
