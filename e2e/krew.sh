@@ -66,7 +66,7 @@ test_archive() {
   listing=$(tar -tvzf "$ARCHIVE")
   echo "$listing"
   names=$(tar -tzf "$ARCHIVE" | sort | tr '\n' ' ')
-  [[ $names == "LICENSE kubectl-hellostateful " ]] || { echo "unexpected entries: $names"; return 1; }
+  [[ $names == "LICENSE kubectl-hellostateful kubectl_complete-hellostateful " ]] || { echo "unexpected entries: $names"; return 1; }
   types=$(awk '{ print substr($1, 1, 1) }' <<<"$listing" | sort -u)
   [[ $types == - ]] || { echo "entries that are not regular files: $listing"; return 1; }
   # GNU format: the ustar magic is "ustar  \0" (POSIX would be "ustar\0" "00").
@@ -76,7 +76,7 @@ test_archive() {
   tar -xzf "$ARCHIVE" -C "$WORK/x"
   cmp "$WORK/x/kubectl-hellostateful" "$HS_PLUGIN"
   cmp "$WORK/x/LICENSE" "$ROOT/LICENSE"
-  [[ -x $WORK/x/kubectl-hellostateful ]]
+  [[ -x $WORK/x/kubectl-hellostateful && -x $WORK/x/kubectl_complete-hellostateful ]]
   # Packing the same binary again gives the same bytes (fixed owner, order, times).
   mkdir "$WORK/again"
   "$ROOT/krew/package" archive linux amd64 "$HS_PLUGIN" "$WORK/again" >/dev/null
@@ -140,6 +140,15 @@ test_krew_install_and_discovery() {
   out=$(PATH=$KREW_ROOT/bin:$PATH kubectl hellostateful version)
   echo "$out"
   grep -qE "^Plugin: +kubectl-hellostateful ${VERSION#v}\$" <<<"$out"
+  # Completion through kubectl, once the shipped script is linked as the caveats say:
+  # kubectl runs it, and the plugin answers with its commands, flags and apps.
+  ln -s "$KREW_ROOT/store/hellostateful/$VERSION/kubectl_complete-hellostateful" "$KREW_ROOT/bin/"
+  out=$(PATH=$KREW_ROOT/bin:$PATH kubectl __complete hellostateful ba 2>/dev/null)
+  echo "$out"
+  grep -q $'^backup\tBack up an app now$' <<<"$out"
+  grep -q $'^backups\t' <<<"$out"
+  out=$(PATH=$KREW_ROOT/bin:$PATH kubectl __complete hellostateful restore x --fr 2>/dev/null)
+  grep -q $'^--from\t' <<<"$out" || { echo "$out"; return 1; }
 }
 
 # 7. krew refuses an archive whose sha256 does not match the manifest

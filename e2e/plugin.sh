@@ -91,6 +91,8 @@ test_version_reports_plugin_and_reconciler() {
   out=$("$HS_PLUGIN" version --kubeconfig <(sed 's#server: .*#server: https://127.0.0.1:1#' "$KUBECONFIG") 2>&1) && { echo "exit 0 without a cluster"; return 1; }
   [[ $out == *"Plugin:     kubectl-hellostateful 0.1.0"* && $out == *"cannot reach the cluster"* ]] || { echo "$out"; return 1; }
   "$HS_PLUGIN" completion bash | grep -q "kubectl-hellostateful\|hellostateful"
+  # What kubectl's plugin completion asks: the apps of the namespace given on the line.
+  [[ $("$HS_PLUGIN" __complete -n "$NS" status "") == $'demo\t1 replica(s)\n:4' ]] || { "$HS_PLUGIN" __complete -n "$NS" status ""; return 1; }
 }
 
 test_forbidden_says_which_verb_on_which_resource() {

@@ -315,6 +315,14 @@ kubectl-hellostateful command.",
         #[arg(value_enum)]
         shell: Shell,
     },
+
+    /// Completion candidates for kubectl (run by kubectl_complete-hellostateful)
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// The words after `kubectl hellostateful`; the last is being completed
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
 }
 
 /// `create`.
@@ -560,7 +568,10 @@ mod tests {
         let mut command = Cli::command();
         let help = command.render_help().to_string();
         assert!(help.contains("Usage: kubectl hellostateful"), "{help}");
-        for sub in Cli::command().get_subcommands() {
+        for sub in Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+        {
             let examples = sub
                 .get_after_help()
                 .map(|h| h.to_string())

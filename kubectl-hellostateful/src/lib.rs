@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod backups;
 pub mod cli;
+pub mod complete;
 pub mod context;
 pub mod create;
 pub mod delete;
@@ -45,6 +46,7 @@ pub async fn run(cli: Cli) -> Result<String, CliError> {
         Command::Install(args) => install::install(&ctx, args).await,
         Command::Uninstall(args) => install::uninstall(&ctx, args).await,
         Command::Version => version::version(&ctx).await,
+        Command::Complete { words } => Ok(complete::complete(&cli.global, words).await),
         Command::Completion { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(
