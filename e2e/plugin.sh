@@ -192,6 +192,10 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   hs create demo --replicas 1
   wait_for "demo Ready" 120 app_ready "$NS" demo || { on_fail "$NS"; return 1; }
   has_backup "$NS" demo
+  # The status of the new demo shows its own events, not the deleted one's.
+  has_event "$NS" Deleted
+  [[ $(hs status demo -o json | jq '[.events[] | select(.reason == "Deleted")] | length') == 0 ]] ||
+    { echo "status shows the deleted app's events"; hs status demo; return 1; }
   expect_fail "--yes" hs delete demo --delete-backups </dev/null
   out=$(hs delete demo --delete-backups --yes -o name) || { echo "$out"; return 1; }
   [[ $out == hellostateful.hello-stateful.example.com/demo ]] || { echo "$out"; return 1; }

@@ -248,7 +248,16 @@ async fn follow(
     };
     let mut last: Option<RequestStatus> = None;
     let outcome = loop {
-        let app = kube.get_app(name).await?;
+        let app = match kube.get_app(name).await {
+            Ok(app) => app,
+            Err(error) if !passing(&error) => return Err(error),
+            Err(error) if started.elapsed() >= wait.timeout => return Err(error),
+            Err(error) => {
+                ctx.debug(1, format!("reading {name} failed, trying again: {error}"));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
         let current = kind.slot(&app).filter(|slot| slot.token == token);
         if current != last {
             if let Some(slot) = &current {
@@ -277,6 +286,12 @@ async fn follow(
         bar.finish_and_clear();
     }
     Ok(outcome)
+}
+
+/// Whether a failed read may pass (an API server restarting, a dropped connection), so
+/// that a long wait goes on instead of ending on it; a missing or forbidden app does not.
+pub fn passing(error: &CliError) -> bool {
+    matches!(error, CliError::Kube { .. } | CliError::Api { .. })
 }
 
 fn progress_line(kind: Kind, namespace: &str, name: &str, slot: &RequestStatus) -> String {
@@ -350,6 +365,21 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_goes_on_through_passing_errors_only() {
+        let api = |code: u16| {
+            let status = kube::core::Status::failure("down", "ServiceUnavailable").with_code(code);
+            explain(
+                kube::Error::Api(Box::new(status)),
+                &Action::app("get", "ns", "hello"),
+            )
+        };
+        assert!(passing(&api(503)));
+        assert!(passing(&api(500)));
+        assert!(!passing(&api(404)), "the app is gone");
+        assert!(!passing(&api(403)), "forbidden does not pass");
+    }
     use chrono::TimeZone;
 
     #[test]

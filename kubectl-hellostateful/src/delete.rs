@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::actions::NO_RECONCILER_GRACE;
+use crate::actions::{NO_RECONCILER_GRACE, passing};
 use crate::cli::{DeleteArgs, OutputFormat};
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
@@ -174,15 +174,18 @@ async fn wait_gone(
     let namespace = &kube.namespace;
     ctx.debug(1, format!("waiting for {namespace}/{name} to be gone"));
     loop {
-        let present = kube
-            .apps()
-            .get_opt(name)
-            .await
-            .map_err(|e| explain(e, &Action::app("get", namespace, name)))?;
-        if present.is_none() {
-            return Ok(());
-        }
         let waited = started.elapsed();
+        match kube.apps().get_opt(name).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) => {}
+            Err(error) => {
+                let error = explain(error, &Action::app("get", namespace, name));
+                if !passing(&error) || waited >= timeout {
+                    return Err(error);
+                }
+                ctx.debug(1, format!("reading {name} failed, trying again: {error}"));
+            }
+        }
         if reconciler_absent && waited >= NO_RECONCILER_GRACE {
             return Err(CliError::Failed(format!(
                 "{namespace}/{name} is marked for deletion, but the reconciler is not running: the app and its data stay until it runs again (`kubectl hellostateful install`)"

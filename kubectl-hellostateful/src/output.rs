@@ -104,7 +104,8 @@ pub fn human_bytes(bytes: u64) -> String {
     }
     let mut value = bytes as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
+    // By the value as printed: 1048575 bytes rounds to 1024KiB, which is 1MiB.
+    while value.round() >= 1024.0 && unit < UNITS.len() - 1 {
         value /= 1024.0;
         unit += 1;
     }
@@ -236,12 +237,14 @@ mod tests {
     fn sizes_in_binary_units() {
         assert_eq!(human_bytes(0), "0B");
         assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1_048_576 * 1023), "1023MiB");
+        assert_eq!(human_bytes(1_073_741_823), "1GiB");
         assert_eq!(human_bytes(1024), "1KiB");
         assert_eq!(human_bytes(1536), "1.5KiB");
         assert_eq!(human_bytes(10 * 1024 + 300), "10KiB");
         assert_eq!(human_bytes(5 * 1024 * 1024), "5MiB");
         assert_eq!(human_bytes(3_435_973_837), "3.2GiB");
-        assert_eq!(human_bytes(1024 * 1024 - 1), "1024KiB");
+        assert_eq!(human_bytes(1024 * 1024 - 1), "1MiB");
         assert_eq!(human_millis(850), "850ms");
         assert_eq!(human_millis(1250), "1.2s");
         assert_eq!(human_millis(125_000), "2m5s");

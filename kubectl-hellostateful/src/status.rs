@@ -33,16 +33,28 @@ pub struct View {
 pub async fn status(ctx: &Ctx, name: &str) -> Result<String, CliError> {
     let kube = ctx.connect().await?;
     let app = kube.get_app(name).await?;
-    if matches!(ctx.output(), OutputFormat::Json | OutputFormat::Yaml) {
-        let value = object_value(&app);
-        return if ctx.output() == OutputFormat::Json {
-            to_json(&value)
-        } else {
-            to_yaml(&value)
-        };
-    }
     let view = gather(&kube, app).await;
-    Ok(render(&view, Utc::now(), ctx.style))
+    match ctx.output() {
+        OutputFormat::Json => to_json(&view_value(&view)),
+        OutputFormat::Yaml => to_yaml(&view_value(&view)),
+        _ => Ok(render(&view, Utc::now(), ctx.style)),
+    }
+}
+
+/// The whole view for -o json|yaml: what the table shows, as the API server's objects.
+fn view_value(view: &View) -> serde_json::Value {
+    serde_json::json!({
+        "app": view.app.as_ref().map(object_value),
+        "statefulSet": view.statefulset,
+        "pods": view.pods,
+        "claims": view.claims.iter()
+            .map(|(name, claim)| serde_json::json!({"name": name, "claim": claim}))
+            .collect::<Vec<_>>(),
+        "cronJob": view.cronjob,
+        "jobs": view.jobs,
+        "events": view.events,
+        "problems": view.problems,
+    })
 }
 
 use crate::error::CliError;
@@ -77,7 +89,13 @@ async fn gather(kube: &Kube, app: HelloStateful) -> View {
         "app.kubernetes.io/instance={name},app.kubernetes.io/name={}",
         names::APP_NAME
     );
-    let events_selector = format!("involvedObject.name={name},involvedObject.kind=HelloStateful");
+    // By uid too: an app created again under the same name must not show the events of
+    // the one deleted before it.
+    let mut events_selector =
+        format!("involvedObject.name={name},involvedObject.kind=HelloStateful");
+    if let Some(uid) = &app.metadata.uid {
+        events_selector.push_str(&format!(",involvedObject.uid={uid}"));
+    }
     let sts_name = names::statefulset(&name);
     let pods_params = ListParams::default().labels(&names::selector_string(&name));
     let cron_name = names::cronjob(&name);
@@ -669,6 +687,13 @@ mod tests {
             events: vec![event],
             problems: vec![],
         };
+        // -o json: the same view, as objects.
+        let value = view_value(&view);
+        assert_eq!(value["app"]["kind"], "HelloStateful");
+        assert_eq!(value["statefulSet"]["metadata"]["name"], "hello");
+        assert_eq!(value["claims"][0]["name"], "data-hello-0");
+        assert_eq!(value["cronJob"]["spec"]["schedule"], "*/5 * * * *");
+        assert_eq!(value["events"][0]["reason"], "BackupSucceeded");
         let text = render(&view, now(), Style::PLAIN);
         assert_eq!(
             text,
