@@ -233,6 +233,10 @@ pub struct HelloStatefulStatus {
     pub restore_request: Option<RequestStatus>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The newest successful backup.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -250,6 +254,10 @@ pub struct LastBackup {
     pub new_bytes: u64,
     /// How long the backup took, in milliseconds.
     pub duration_ms: u64,
+    /// Files that kept changing while they were copied: kept as read, they may mix old
+    /// and new contents (the BackupSucceeded condition names them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inconsistent_files: u64,
     /// The Job that made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,

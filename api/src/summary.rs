@@ -20,6 +20,12 @@ pub struct BackupSummary {
     pub ordinals: Vec<u32>,
     #[serde(default)]
     pub pruned: Vec<String>,
+    /// Files that kept changing while they were copied (kept as read, may be torn).
+    #[serde(default)]
+    pub inconsistent: u64,
+    /// The first few of them, `<ordinal>/<path>`.
+    #[serde(default)]
+    pub inconsistent_files: Vec<String>,
 }
 
 /// Result of `hellostateful-reconciler restore`.

@@ -236,6 +236,7 @@ pub(crate) mod tests {
                 files: 1,
                 new_bytes: 100,
                 duration_ms: 120,
+                inconsistent_files: 0,
                 job: Some(format!("backup-{name}-29376120")),
             }),
             ..Default::default()

@@ -311,6 +311,19 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
         )),
         None => out.push_str("  <none>\n"),
     }
+    if let Some(b) = status
+        .last_backup
+        .as_ref()
+        .filter(|b| b.inconsistent_files > 0)
+    {
+        out.push_str(&format!(
+            "  {}\n",
+            style.warn(format!(
+                "{} file(s) changed while being copied and may be torn (see the BackupSucceeded condition)",
+                b.inconsistent_files
+            ))
+        ));
+    }
     let mut requests = Vec::new();
     if let Some(r) = &status.backup_request {
         requests.push(format!("  Backup:   {}\n", request_line(r, style)));

@@ -2,16 +2,23 @@
 //!
 //! The snapshot is written as `.tmp-<id>` next to the others, made durable with one
 //! `syncfs`, and renamed to `<id>` only when complete, so a half-written snapshot is
-//! never visible. Files that pass rsync's quick check against the previous complete
-//! snapshot (same size, mtime, mode, owner) are hard links to it; the rest are copied
-//! and hashed from what was written.
+//! never visible. Files whose size, mtime, mode, owner, inode number and ctime are those
+//! recorded by the previous complete snapshot are hard links to it; the rest are copied
+//! and hashed from what was written. As git does for its index, a file whose ctime or
+//! mtime is not clearly before the previous snapshot started is never trusted: it may
+//! have changed again within the same timestamp tick.
+//!
+//! A file that keeps changing while it is copied is kept as read, flagged `inconsistent`
+//! in the manifest and named in the report, and the backup still succeeds (an app that
+//! appends to a log all the time must still be backed up); the reconciler says so in the
+//! app's status and events.
 
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use rustix::fs::FileType;
 use serde::Serialize;
 
@@ -20,7 +27,7 @@ use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
-use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED};
+use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED, SourceStamp};
 use crate::names::{App, BackupId};
 use crate::swap;
 use crate::volumes;
@@ -28,6 +35,14 @@ use crate::volumes;
 /// How many times a file that changes while being copied is copied again before we keep
 /// what we read.
 const COPY_ATTEMPTS: u32 = 3;
+
+/// File timestamps come from the kernel's coarse clock, which may lag the clock a
+/// snapshot's start time is read from by a tick: a change this close to the start counts
+/// as made during the snapshot.
+const CLOCK_SLACK: TimeDelta = TimeDelta::seconds(1);
+
+/// How many inconsistent files the report names (it must fit a termination message).
+const NAMED_INCONSISTENT: usize = 10;
 
 /// What to back up and how.
 #[derive(Debug, Clone)]
@@ -62,6 +77,16 @@ pub struct BackupReport {
     pub ordinals: Vec<u32>,
     /// Snapshots deleted by `--keep-last`.
     pub pruned: Vec<String>,
+    /// Files that kept changing while they were copied (kept as read, may be torn).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub inconsistent: u64,
+    /// The first few of them, `<ordinal>/<path>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inconsistent_files: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +95,7 @@ struct Totals {
     files: u64,
     new_bytes: u64,
     linked_files: u64,
+    inconsistent: Vec<String>,
 }
 
 /// Backs up every ordinal volume under `options.source` into a new snapshot of `app`.
@@ -123,6 +149,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         files: totals.files,
         new_bytes: totals.new_bytes,
         linked_files: totals.linked_files,
+        inconsistent_files: totals.inconsistent.len() as u64,
         ordinals: ordinals.clone(),
         replicas,
         checksum: String::new(),
@@ -150,6 +177,12 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         duration_ms: manifest.duration_ms,
         ordinals,
         pruned,
+        inconsistent: totals.inconsistent.len() as u64,
+        inconsistent_files: totals
+            .inconsistent
+            .into_iter()
+            .take(NAMED_INCONSISTENT)
+            .collect(),
     })
 }
 
@@ -165,6 +198,29 @@ fn discard(app_dir: &Dir, tmp_name: &str) {
 
 /// Previous snapshot's files by (ordinal, relative path), for the quick check.
 type PreviousFiles<'a> = HashMap<(u32, PathBuf), &'a Entry>;
+
+/// The quick check: whether the live file (`now`, with `meta` and `stamp` taken from it)
+/// is the one `previous` recorded in a snapshot started at `recorded_at`. The inode
+/// number and ctime catch a file replaced with its old size and mtime (`cp -p`, `rsync`,
+/// `tar x`); the slack around `recorded_at` catches a change within the same tick as
+/// the copy the previous snapshot made.
+fn unchanged_since(
+    previous: &Entry,
+    recorded_at: DateTime<Utc>,
+    now: &Inode,
+    meta: &Meta,
+    stamp: &SourceStamp,
+) -> bool {
+    let Some(recorded) = previous.source else {
+        return false;
+    };
+    let settled = |t: DateTime<Utc>| t + CLOCK_SLACK < recorded_at;
+    previous.size == now.size
+        && previous.meta == *meta
+        && recorded == *stamp
+        && settled(recorded.ctime)
+        && settled(previous.meta.mtime)
+}
 
 fn write_snapshot(
     tmp: &Dir,
@@ -182,6 +238,7 @@ fn write_snapshot(
                 .collect()
         })
         .unwrap_or_default();
+    let previous_start = previous.map(|p| p.manifest.start_time);
     let mut totals = Totals::default();
     let mut replicas = Vec::new();
     for (ordinal, source) in volumes {
@@ -205,6 +262,7 @@ fn write_snapshot(
             dest: tmp.open_dir(&name)?,
             previous,
             previous_files: &previous_files,
+            previous_start,
         };
         replicas.push(copy.run(&mut totals)?);
     }
@@ -217,6 +275,7 @@ struct ReplicaCopy<'a> {
     dest: Dir,
     previous: Option<Dir>,
     previous_files: &'a PreviousFiles<'a>,
+    previous_start: Option<DateTime<Utc>>,
 }
 
 /// A regular file found by the walk, copied or linked in parallel afterwards.
@@ -291,6 +350,11 @@ impl ReplicaCopy<'_> {
                 }
                 FileOutcome::Copied(entry) => {
                     totals.new_bytes += entry.size;
+                    if entry.inconsistent {
+                        totals
+                            .inconsistent
+                            .push(format!("{}/{}", self.ordinal, job.rel.display()));
+                    }
                     entry
                 }
                 FileOutcome::Vanished => continue,
@@ -316,7 +380,8 @@ impl ReplicaCopy<'_> {
         let from = self.source.join(&job.rel);
         let to = self.dest.join(&job.rel);
         let meta = meta_of(&job.lstat, &from)?;
-        if let Some(linked) = self.link_unchanged(job, meta)? {
+        let stamp = fsops::stamp_of(&job.lstat, &from)?;
+        if let Some(linked) = self.link_unchanged(job, meta, stamp)? {
             return Ok(FileOutcome::Linked(linked));
         }
         let mut attempt = 1;
@@ -340,28 +405,48 @@ impl ReplicaCopy<'_> {
             let dst = self.dest.create_file(&job.rel)?;
             let copied = fsops::copy_into(&mut src, dst, &from, &to, buf)?;
             let after = Inode::of(&src, &from)?;
-            let stable = same_content_stamp(&before, &after) && copied.len == before.size;
-            if !stable && attempt < COPY_ATTEMPTS {
-                drop(copied);
-                self.dest.remove_file(&job.rel)?;
-                attempt += 1;
-                continue;
-            }
-            if !stable {
-                // The app keeps writing (a log appended every few seconds). We keep what
-                // we read and record *its* size and checksum with the mtime from before
-                // the copy, so the snapshot is self-consistent and the next backup sees
-                // a different mtime and copies the file again.
-                crate::warn(format!(
-                    "{} changed while being copied; keeping the {} bytes read",
-                    from.display(),
-                    copied.len
-                ));
-            }
+            let consistent = match check_copy(&before, &after, copied.len) {
+                CopyCheck::Consistent => true,
+                CopyCheck::Short => {
+                    return Err(MoverError::Io {
+                        action: "read all of",
+                        path: from,
+                        source: io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "short read: {} of its {} bytes, though its size and times \
+                                 did not change meanwhile",
+                                copied.len, before.size
+                            ),
+                        ),
+                    });
+                }
+                CopyCheck::Changed if attempt < COPY_ATTEMPTS => {
+                    drop(copied);
+                    self.dest.remove_file(&job.rel)?;
+                    attempt += 1;
+                    continue;
+                }
+                CopyCheck::Changed => {
+                    // The app keeps writing (a log appended every few seconds). We keep
+                    // what we read and record *its* size and checksum with the stamps
+                    // from before the copy, so the snapshot is self-consistent and the
+                    // next backup sees a different ctime and copies the file again.
+                    crate::warn(format!(
+                        "{} changed while being copied {COPY_ATTEMPTS} times; keeping the {} \
+                         bytes read, flagged inconsistent",
+                        from.display(),
+                        copied.len
+                    ));
+                    false
+                }
+            };
             let meta = meta_of(&before, &from)?;
             fsops::apply_meta_fd(&copied.file, &meta, &to)?;
             let mut entry = Entry::new(&job.rel, Kind::File, copied.len, meta);
             entry.blake3 = Some(copied.hash.to_hex().to_string());
+            entry.source = Some(fsops::stamp_of(&before, &from)?);
+            entry.inconsistent = !consistent;
             return Ok(FileOutcome::Copied(entry));
         }
     }
@@ -369,14 +454,20 @@ impl ReplicaCopy<'_> {
     /// Hard-links the file to the previous snapshot's copy if it passes the quick check.
     /// Linked files are never modified afterwards: their inode is shared. The previous
     /// snapshot is tenant-writable too, so the link must be the regular file we looked at.
-    fn link_unchanged(&self, job: &FileJob, meta: Meta) -> Result<Option<Entry>> {
-        let (Some(previous_dir), Some(previous)) = (
+    fn link_unchanged(
+        &self,
+        job: &FileJob,
+        meta: Meta,
+        stamp: SourceStamp,
+    ) -> Result<Option<Entry>> {
+        let (Some(previous_dir), Some(previous), Some(recorded_at)) = (
             &self.previous,
             self.previous_files.get(&(self.ordinal, job.rel.clone())),
+            self.previous_start,
         ) else {
             return Ok(None);
         };
-        if previous.size != job.lstat.size || previous.meta != meta {
+        if !unchanged_since(previous, recorded_at, &job.lstat, &meta, &stamp) {
             return Ok(None);
         }
         let old = match previous_dir.lstat(&job.rel) {
@@ -402,16 +493,102 @@ impl ReplicaCopy<'_> {
             .expect_same(&old, &previous_dir.join(&job.rel))?;
         let mut entry = Entry::new(&job.rel, Kind::File, job.lstat.size, meta);
         entry.blake3.clone_from(&previous.blake3);
+        entry.source = Some(stamp);
         Ok(Some(entry))
     }
 }
 
-fn same_content_stamp(a: &Inode, b: &Inode) -> bool {
-    a.size == b.size && a.mtime == b.mtime && a.mtime_nsec == b.mtime_nsec
+/// What the `fstat`s before and after a copy say about it.
+#[derive(Debug, PartialEq, Eq)]
+enum CopyCheck {
+    /// Nothing changed and every byte was read.
+    Consistent,
+    /// The file was written (or its metadata changed) while we read it.
+    Changed,
+    /// Nothing changed, yet we read a different number of bytes than its size.
+    Short,
+}
+
+fn check_copy(before: &Inode, after: &Inode, read: u64) -> CopyCheck {
+    let stamp = |i: &Inode| (i.size, i.mtime, i.mtime_nsec, i.ctime, i.ctime_nsec);
+    if stamp(before) != stamp(after) {
+        CopyCheck::Changed
+    } else if read != before.size {
+        CopyCheck::Short
+    } else {
+        CopyCheck::Consistent
+    }
 }
 fn vanished(path: &Path) {
     crate::warn(format!(
         "{} vanished during the backup; not backed up",
         path.display()
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inode(size: u64, mtime: i64, ctime: i64) -> Inode {
+        Inode {
+            dev: 1,
+            ino: 42,
+            kind: FileType::RegularFile,
+            mode: 0o100644,
+            uid: 1,
+            gid: 1,
+            size,
+            mtime,
+            mtime_nsec: 0,
+            ctime,
+            ctime_nsec: 0,
+        }
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(secs, 0).expect("time")
+    }
+
+    #[test]
+    fn quick_check_trusts_only_identical_settled_files() {
+        let path = Path::new("f");
+        let now = inode(10, 100, 200);
+        let meta = meta_of(&now, path).expect("meta");
+        let stamp = fsops::stamp_of(&now, path).expect("stamp");
+        let mut recorded = Entry::new(path, Kind::File, 10, meta);
+        recorded.source = Some(stamp);
+        let check = |e: &Entry, recorded_at: i64, live: &Inode| {
+            let meta = meta_of(live, path).expect("meta");
+            let stamp = fsops::stamp_of(live, path).expect("stamp");
+            unchanged_since(e, at(recorded_at), live, &meta, &stamp)
+        };
+        assert!(check(&recorded, 202, &now));
+        // Changed within the slack before the snapshot started: racy, copied again.
+        assert!(!check(&recorded, 201, &now));
+        assert!(!check(&recorded, 200, &now));
+        // Replaced: another inode, or rewritten in place (ctime moved).
+        assert!(!check(&recorded, 300, &Inode { ino: 43, ..now }));
+        assert!(!check(&recorded, 300, &inode(10, 100, 250)));
+        assert!(!check(&recorded, 300, &inode(11, 100, 200)));
+        // A manifest without stamps (older versions) is never trusted.
+        let mut old = recorded.clone();
+        old.source = None;
+        assert!(!check(&old, 300, &now));
+    }
+
+    #[test]
+    fn a_copy_is_judged_by_the_stamps_around_it() {
+        let before = inode(10, 100, 200);
+        assert_eq!(check_copy(&before, &before, 10), CopyCheck::Consistent);
+        assert_eq!(check_copy(&before, &before, 9), CopyCheck::Short);
+        assert_eq!(check_copy(&before, &before, 11), CopyCheck::Short);
+        for after in [
+            inode(11, 100, 200),
+            inode(10, 101, 200),
+            inode(10, 100, 201),
+        ] {
+            assert_eq!(check_copy(&before, &after, 10), CopyCheck::Changed);
+        }
+    }
 }

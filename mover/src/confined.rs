@@ -45,6 +45,10 @@ pub(crate) struct Inode {
     pub size: u64,
     pub mtime: i64,
     pub mtime_nsec: u32,
+    /// Status change time: moves on every write, chmod, chown, rename and `utimens`, and
+    /// cannot be set back, so a file replaced with its old size and mtime still shows.
+    pub ctime: i64,
+    pub ctime_nsec: u32,
 }
 
 impl Inode {
@@ -61,6 +65,8 @@ impl Inode {
             size: st.st_size as u64,
             mtime: st.st_mtime as i64,
             mtime_nsec: st.st_mtime_nsec as u32,
+            ctime: st.st_ctime as i64,
+            ctime_nsec: st.st_ctime_nsec as u32,
         }
     }
 

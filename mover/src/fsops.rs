@@ -15,7 +15,7 @@ use rustix::io::Errno;
 
 use crate::confined::Inode;
 use crate::error::{MoverError, Result, io_err};
-use crate::manifest::Meta;
+use crate::manifest::{Meta, SourceStamp};
 
 /// Size of each worker's scratch buffer. Files that fit are copied with one read and one
 /// write and hashed from memory; larger ones go through `copy_file_range`.
@@ -23,19 +23,30 @@ pub(crate) const BUF_SIZE: usize = 1 << 20;
 
 /// `mode`, `uid`, `gid` and `mtime` of an `lstat`/`fstat` result.
 pub(crate) fn meta_of(inode: &Inode, path: &Path) -> Result<Meta> {
-    let mtime =
-        DateTime::<Utc>::from_timestamp(inode.mtime, inode.mtime_nsec).ok_or_else(|| {
-            MoverError::Io {
-                action: "record the modification time of",
-                path: path.to_owned(),
-                source: io::Error::new(io::ErrorKind::InvalidData, "mtime out of range"),
-            }
-        })?;
     Ok(Meta {
         mode: inode.mode & 0o7777,
         uid: inode.uid,
         gid: inode.gid,
-        mtime,
+        mtime: time_of(inode.mtime, inode.mtime_nsec, "modification", path)?,
+    })
+}
+
+/// Inode number and ctime of an `lstat`/`fstat` result.
+pub(crate) fn stamp_of(inode: &Inode, path: &Path) -> Result<SourceStamp> {
+    Ok(SourceStamp {
+        ino: inode.ino,
+        ctime: time_of(inode.ctime, inode.ctime_nsec, "status change", path)?,
+    })
+}
+
+fn time_of(secs: i64, nsec: u32, which: &str, path: &Path) -> Result<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(secs, nsec).ok_or_else(|| MoverError::Io {
+        action: "record the timestamps of",
+        path: path.to_owned(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{which} time out of range"),
+        ),
     })
 }
 

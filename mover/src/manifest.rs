@@ -52,6 +52,9 @@ pub struct Manifest {
     pub new_bytes: u64,
     /// Files hard-linked to the previous snapshot.
     pub linked_files: u64,
+    /// Files that kept changing while they were copied (flagged `inconsistent`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inconsistent_files: u64,
     /// The replica ordinals held, ascending.
     pub ordinals: Vec<u32>,
     /// One entry per ordinal, in `ordinals` order.
@@ -59,6 +62,10 @@ pub struct Manifest {
     /// blake3 of this manifest serialized with `checksum` empty.
     #[serde(default)]
     pub checksum: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One replica's volume.
@@ -137,6 +144,26 @@ pub struct Entry {
     /// Symlink target in hex, when it is not UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_hex: Option<String>,
+    /// The live file this copy was read from (files only), for the next backup's quick
+    /// check. Absent in manifests of older versions: their files are copied once more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceStamp>,
+    /// The file kept changing while it was copied: the copy is what was read and may mix
+    /// old and new contents (files only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inconsistent: bool,
+}
+
+/// Identity and status-change time of a live file when it was backed up. Together with
+/// size, mode, owner and mtime they must all be unchanged for a file to be linked from
+/// the previous snapshot rather than copied (restic and git compare the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStamp {
+    /// Inode number.
+    pub ino: u64,
+    /// Status change time, nanosecond precision.
+    pub ctime: DateTime<Utc>,
 }
 
 impl Entry {
@@ -152,6 +179,8 @@ impl Entry {
             blake3: None,
             target: None,
             target_hex: None,
+            source: None,
+            inconsistent: false,
         }
     }
 
@@ -364,6 +393,7 @@ mod tests {
             files: 1,
             new_bytes: 3,
             linked_files: 0,
+            inconsistent_files: 0,
             ordinals: vec![0],
             replicas: vec![Replica {
                 ordinal: 0,

@@ -18,24 +18,6 @@ fn child() {
     child_main();
 }
 
-fn args<'a>(verb: &'a str, dir_flag: &'a str, dir: &'a Path, target: &'a Path) -> Vec<&'a str> {
-    let mut args = vec![
-        verb,
-        dir_flag,
-        dir.to_str().expect("utf8"),
-        "--target",
-        target.to_str().expect("utf8"),
-        "--namespace",
-        NS,
-        "--name",
-        NAME,
-    ];
-    if verb == "restore" {
-        args.extend(["--from", "latest"]);
-    }
-    args
-}
-
 fn no_tmp_left(app_dir: &Path) {
     let names: Vec<String> = fs::read_dir(app_dir)
         .expect("read_dir")
@@ -58,7 +40,7 @@ fn backup_killed_at_every_step_leaves_only_complete_snapshots() {
     let mut step = 1;
     loop {
         let out = run_child(
-            &args("backup", "--source", &source, &target),
+            &cli_args("backup", "--source", &source, &target),
             &[(FAULT_ENV, step.to_string())],
         );
         if out.status.success() {
@@ -117,7 +99,7 @@ fn restore_killed_at_every_step_is_finished_by_the_next_run() {
     let mut step = 1;
     loop {
         reset();
-        let restore = args("restore", "--dest", &dest, &target);
+        let restore = cli_args("restore", "--dest", &dest, &target);
         let out = run_child(&restore, &[(FAULT_ENV, step.to_string())]);
         if out.status.success() {
             break;
@@ -139,7 +121,7 @@ fn restore_killed_at_every_step_is_finished_by_the_next_run() {
             run_child(&restore, &[])
         } else {
             run_child(
-                &args("backup", "--source", &dest, &tmp.path().join("other")),
+                &cli_args("backup", "--source", &dest, &tmp.path().join("other")),
                 &[],
             )
         };
@@ -206,7 +188,7 @@ fn sigkill_at_random_times_never_leaves_a_partial_snapshot() {
             format!("round {round}"),
         )
         .expect("write");
-        let mut child = common::child(&args("backup", "--source", &source, &target))
+        let mut child = common::child(&cli_args("backup", "--source", &source, &target))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

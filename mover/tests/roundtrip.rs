@@ -140,12 +140,13 @@ fn second_backup_links_unchanged_files_and_copies_changed_ones() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let source = volumes(tmp.path(), "src", 0);
     make_volume(&source.join("1"), 0);
+    settle(&source);
     let app = app(&tmp.path().join("backup"));
     let first = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("first");
     assert_eq!(first.linked_files, 0);
     assert_eq!(first.new_bytes, first.bytes);
 
-    make_volume(&source.join("0"), 1);
+    change_volume(&source.join("0"), 1);
     let second = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("second");
     assert!(second.id > first.id, "{} then {}", first.id, second.id);
     let dir = app.dir();

@@ -1740,10 +1740,15 @@ async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> 
             else {
                 return Ok(());
             };
-            let message = format!(
+            let mut message = format!(
                 "backup {} by Job {job_name}: {} files, {} bytes ({} new) in {} ms",
                 outcome.id, outcome.files, outcome.bytes, outcome.new_bytes, outcome.duration_ms
             );
+            let inconsistent = inconsistent_files_warning(&outcome);
+            if let Some(warning) = &inconsistent {
+                message.push_str("; ");
+                message.push_str(warning);
+            }
             Metrics::finished(&pass.ctx.metrics.backups, true);
             pass.ctx.metrics.backup_bytes.inc_by(outcome.bytes);
             pass.status.last_backup = Some(LastBackup {
@@ -1753,6 +1758,7 @@ async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> 
                 files: outcome.files,
                 new_bytes: outcome.new_bytes,
                 duration_ms: outcome.duration_ms,
+                inconsistent_files: outcome.inconsistent,
                 job: Some(job_name),
             });
             pass.conditions().set(
@@ -1767,7 +1773,10 @@ async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> 
                 "BackupSucceeded",
                 &message,
             );
-            pass.note(EventType::Normal, "BackupSucceeded", "Backup", message);
+            match inconsistent {
+                Some(_) => pass.note(EventType::Warning, "BackupInconsistent", "Backup", message),
+                None => pass.note(EventType::Normal, "BackupSucceeded", "Backup", message),
+            }
         }
         JobState::Failed(reason) => {
             let message = pass.failure_message(&job_name, reason).await?;
@@ -1790,6 +1799,24 @@ async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> 
         JobState::Running => {}
     }
     Ok(())
+}
+
+/// What the user must know about files the mover kept as read while the app wrote them.
+fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
+    if outcome.inconsistent == 0 {
+        return None;
+    }
+    let mut named = outcome.inconsistent_files.join(", ");
+    let unnamed = outcome.inconsistent - outcome.inconsistent_files.len() as u64;
+    if unnamed > 0 {
+        named.push_str(&format!(" and {unnamed} more"));
+    }
+    Some(format!(
+        "{} file(s) kept changing while being copied and may mix old and new contents: \
+         {named} (back up while the app is idle, or have it write by renaming new files \
+         into place)",
+        outcome.inconsistent
+    ))
 }
 
 /// Writes status by server-side apply, only when it changed.

@@ -436,18 +436,24 @@ async fn a_restore_runs_once_the_pods_are_gone() {
     assert_eq!(status_written(&seen)["restoreRequest"]["phase"], "Running");
 }
 
+/// A backup Job that completed and its pod, whose termination message is `summary`.
+fn finished_backup(job_name: &str, summary: &str) -> (Value, Value) {
+    let job = json!({"metadata": {"name": job_name, "labels": names::labels("hello", names::Component::Backup)},
+        "status": {"completionTime": "2026-11-29T15:00:05Z",
+                   "conditions": [{"type": "Complete", "status": "True"}]}});
+    let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+        "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T15:00:05Z", "message": summary}}}]}});
+    (job, pod)
+}
+
 #[tokio::test]
 async fn a_finished_backup_is_acknowledged_with_its_id() {
     let annotations = json!({names::BACKUP_REQUESTED: "2026-11-29T15:00:00Z"});
     let app = app(seed(), annotations, json!({}));
     let job_name = names::backup_job("hello", "uid-1", "2026-11-29T15:00:00Z");
-    let job = json!({"metadata": {"name": job_name, "labels": names::labels("hello", names::Component::Backup)},
-        "status": {"completionTime": "2026-11-29T15:00:05Z",
-                   "conditions": [{"type": "Complete", "status": "True"}]}});
     let summary = r#"{"id":"20261129T150001Z","time":"2026-11-29T15:00:04Z","bytes":120,"files":1,"newBytes":120,"linkedFiles":0,"durationMs":9,"ordinals":[0],"pruned":[]}"#;
-    let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
-        "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-        "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T15:00:05Z", "message": summary}}}]}});
+    let (job, pod) = finished_backup(&job_name, summary);
     let (result, seen) = running(&app, 1)
         .on("GET", JOBS, list(vec![job]))
         .on("GET", PODS, list(vec![pod]))
@@ -465,6 +471,30 @@ async fn a_finished_backup_is_acknowledged_with_its_id() {
     assert_eq!(status["lastBackup"]["id"], "20261129T150001Z");
     assert_eq!(status["lastBackup"]["job"], job_name.as_str());
     assert_eq!(condition(&status, "BackupSucceeded")["status"], "True");
+}
+
+#[tokio::test]
+async fn a_backup_with_files_that_kept_changing_succeeds_with_a_warning_naming_them() {
+    let app = app(seed(), json!({}), json!({}));
+    let summary = r#"{"id":"20261129T150001Z","time":"2026-11-29T15:00:04Z","bytes":120,"files":3,"durationMs":9,"inconsistent":3,"inconsistentFiles":["0/a.log","0/b.log"]}"#;
+    let (job, pod) = finished_backup("backup-hello-29400000", summary);
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![job]))
+        .on("GET", PODS, list(vec![pod]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    let status = status_written(&seen);
+    assert_eq!(status["lastBackup"]["inconsistentFiles"], 3);
+    let succeeded = condition(&status, "BackupSucceeded");
+    assert_eq!(succeeded["status"], "True");
+    let message = succeeded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("3 file(s) kept changing")
+            && message.contains("0/a.log, 0/b.log and 1 more"),
+        "{message}"
+    );
+    event(&seen, "BackupInconsistent");
 }
 
 #[tokio::test]

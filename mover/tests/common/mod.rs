@@ -83,6 +83,30 @@ pub fn set_mtime(path: &Path, secs: i64, nanos: i64) {
     .expect("utimensat");
 }
 
+/// Waits until the clock is clearly past every status change under `root`, so that a
+/// backup taken now records its files as settled and the next one may link them (a file
+/// changed within a second of a backup's start is always copied again).
+pub fn settle(root: &Path) {
+    let newest = walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| {
+            let md = e.expect("walk").path().symlink_metadata().expect("lstat");
+            std::time::UNIX_EPOCH
+                + std::time::Duration::new(md.ctime() as u64, md.ctime_nsec() as u32)
+        })
+        .max()
+        .expect("root itself");
+    let settled = newest + std::time::Duration::from_millis(1100);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::SystemTime::now() < settled {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clock does not advance"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
 }
@@ -105,6 +129,12 @@ pub fn make_volume(root: &Path, version: u8) {
     if fs::symlink_metadata(root.join("link")).is_err() {
         std::os::unix::fs::symlink("logs/f1.txt", root.join("link")).expect("symlink");
     }
+    change_volume(root, version);
+}
+
+/// What `version` changes in a volume made by [`make_volume`]: `stateful.log`,
+/// `logs/f3.txt` (from version 1) and a new file.
+pub fn change_volume(root: &Path, version: u8) {
     fs::write(root.join("stateful.log"), format!("version {version}\n")).expect("write");
     if version > 0 {
         fs::write(root.join(format!("new-in-{version}")), b"new").expect("write");
@@ -165,6 +195,31 @@ pub fn child_main() {
     } else {
         1
     });
+}
+
+/// The mover's command line for `verb` (`backup --source` or `restore --dest`) of the
+/// test app.
+pub fn cli_args<'a>(
+    verb: &'a str,
+    dir_flag: &'a str,
+    dir: &'a Path,
+    target: &'a Path,
+) -> Vec<&'a str> {
+    let mut args = vec![
+        verb,
+        dir_flag,
+        dir.to_str().expect("utf8"),
+        "--target",
+        target.to_str().expect("utf8"),
+        "--namespace",
+        NS,
+        "--name",
+        NAME,
+    ];
+    if verb == "restore" {
+        args.extend(["--from", "latest"]);
+    }
+    args
 }
 
 /// Runs a child to completion and returns its output.
