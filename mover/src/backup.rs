@@ -106,12 +106,10 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         catalog::check_keep_last(keep)?;
     }
     let volumes = volumes::ordinal_dirs(&options.source)?;
-    // A restore killed mid-swap must be finished first, or we would back up a mix.
-    for (_, volume) in &volumes {
-        swap::recover(volume)?;
-    }
     let app_dir = catalog::create_app_dir(app)?;
     let _lock = lock::exclusive(&app_dir, options.lock_wait)?;
+    // A restore interrupted mid-swap may have left a mix of old and new volumes.
+    swap::check_settled(&volumes)?;
     catalog::clean_leftovers(&app_dir)?;
     let previous = catalog::latest(&app_dir)?;
 

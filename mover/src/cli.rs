@@ -287,6 +287,7 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 from: a.from.parse::<Selector>()?,
                 if_exists: a.if_exists,
                 lock_wait: Duration::from_secs(a.lock_timeout),
+                commit_note: a.termination_log.clone(),
             };
             ok(json(&crate::restore(&a.app.app()?, &options)?)?)
         }

@@ -91,6 +91,16 @@ impl Inode {
     }
 }
 
+/// What `statvfs` says is left on a filesystem.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FreeSpace {
+    pub bytes: u64,
+    /// `None` where the filesystem has no inode limit.
+    pub inodes: Option<u64>,
+    /// Allocation unit: every file takes a whole number of these.
+    pub block: u64,
+}
+
 /// Wraps an OS error about `path`; a symlink or an escape on the way is reported as such.
 fn fail(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> MoverError {
     let path = path.into();
@@ -358,6 +368,18 @@ impl Dir {
     /// `fstat` of this directory.
     pub(crate) fn stat(&self) -> Result<Inode> {
         Inode::of(&self.fd, &self.path)
+    }
+
+    /// Space an unprivileged writer may still use on this directory's filesystem.
+    pub(crate) fn free_space(&self) -> Result<FreeSpace> {
+        let st =
+            rustix::fs::fstatvfs(&self.fd).map_err(|e| fail("statfs", &self.path)(e.into()))?;
+        Ok(FreeSpace {
+            bytes: st.f_bavail.saturating_mul(st.f_frsize),
+            // Filesystems without an inode limit (btrfs) report no inodes at all.
+            inodes: (st.f_files > 0).then_some(st.f_favail),
+            block: st.f_frsize.max(1),
+        })
     }
 
     /// The names in this directory, sorted by bytes.

@@ -6,6 +6,10 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How a failed restore's message begins when it had already begun replacing the live
+/// data (the reconciler then keeps the app stopped rather than run it on a mix).
+pub const SWAP_INTERRUPTED: &str = "the restore was interrupted while it replaced the live data";
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = MoverError> = std::result::Result<T, E>;
 
@@ -136,6 +140,42 @@ pub enum MoverError {
         reason: String,
     },
 
+    /// A volume without room for the staged copy of a restore (which is written beside the
+    /// live data before it replaces it).
+    #[error(
+        "not enough space in {} to restore backup {id}: the copy needs {needed_bytes} bytes{}, \
+         {free_bytes} bytes{} are free; nothing was changed (the live data stays until the \
+         restored copy is complete): grow the volume or free space, then restore again",
+        path.display(),
+        needed_inodes.map(|n| format!(" and {n} inodes")).unwrap_or_default(),
+        free_inodes.map(|n| format!(" and {n} inodes")).unwrap_or_default()
+    )]
+    NoSpace {
+        /// The volume.
+        path: PathBuf,
+        /// The backup being restored.
+        id: String,
+        /// Bytes the copy takes (whole blocks).
+        needed_bytes: u64,
+        /// Bytes free for an unprivileged writer.
+        free_bytes: u64,
+        /// Inodes the copy takes, where the filesystem counts them.
+        needed_inodes: Option<u64>,
+        /// Inodes free.
+        free_inodes: Option<u64>,
+    },
+
+    /// A restore that failed after it began replacing the live data: some volumes may
+    /// hold the new data and others the old until the next restore finishes the swap.
+    #[error("{SWAP_INTERRUPTED} with backup {id} (the next restore finishes the swap first)")]
+    SwapInterrupted {
+        /// The backup being restored.
+        id: String,
+        /// What stopped it.
+        #[source]
+        source: Box<MoverError>,
+    },
+
     /// Something left in a volume by an interrupted restore that we cannot interpret.
     #[error("{}: {reason}", path.display())]
     Leftover {
@@ -162,6 +202,7 @@ impl MoverError {
                 | MoverError::ManifestParse { .. }
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
+                | MoverError::NoSpace { .. }
         )
     }
 }

@@ -38,7 +38,7 @@ pub use catalog::{
     PruneOutcome, PurgeOutcome, Snapshot, SnapshotInfo, complete_snapshots, incomplete, list,
     prune, purge, resolve,
 };
-pub use error::{MoverError, Result};
+pub use error::{MoverError, Result, SWAP_INTERRUPTED};
 pub use fault::FAULT_ENV;
 pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp};
 pub use names::{App, BackupId, Selector};

@@ -29,10 +29,16 @@ pub(crate) struct AppLock {
 
 /// Takes the exclusive lock, waiting up to `wait` for a current holder to finish.
 pub(crate) fn exclusive(app_dir: &Dir, wait: Duration) -> Result<AppLock> {
-    let file = app_dir.open_or_create(LOCK_FILE)?;
+    exclusive_on(app_dir, LOCK_FILE, wait)
+}
+
+/// Takes an exclusive lock on the file `name` in `dir` (created if missing), waiting up to
+/// `wait`: the app's lock, or a volume's (one restore at a time on a volume).
+pub(crate) fn exclusive_on(dir: &Dir, name: &str, wait: Duration) -> Result<AppLock> {
+    let file = dir.open_or_create(name)?;
     acquire(
         file,
-        &app_dir.join(LOCK_FILE),
+        &dir.join(name),
         FlockOperation::NonBlockingLockExclusive,
         wait,
     )

@@ -1,9 +1,12 @@
 //! Restoring a snapshot into live volumes.
 //!
-//! For each ordinal the snapshot is copied into `.hellostateful-staging` on the volume
-//! itself, every file checked against the manifest's checksum as it is written. Only when
-//! every ordinal is staged and verified (so a missing or corrupt snapshot fails before
-//! live data is touched) and made durable are the contents swapped in (see `swap`).
+//! Under every volume's lock, an earlier interrupted restore is first finished or undone.
+//! Each volume is checked for room for a full copy, then the snapshot is copied into
+//! `.hellostateful-staging` on the volume itself, every file checked against the
+//! manifest's checksum as it is written. Only when every ordinal is staged and verified
+//! (so a missing or corrupt snapshot, or a full volume, fails before live data is
+//! touched) and made durable are the contents swapped in, all volumes or none (see
+//! `swap`).
 
 use std::io;
 use std::path::PathBuf;
@@ -14,7 +17,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
-use crate::error::{MoverError, Result};
+use crate::error::{MoverError, Result, SWAP_INTERRUPTED, io_err};
 use crate::fsops;
 use crate::lock;
 use crate::manifest::{Entry, Kind, Replica};
@@ -33,6 +36,10 @@ pub struct RestoreOptions {
     pub if_exists: bool,
     /// How long to wait for a backup or prune of the same app to finish.
     pub lock_wait: Duration,
+    /// A file to write a failure message to at the moment the swap commits (Kubernetes:
+    /// the termination log), so that a restore killed from then on reports that the live
+    /// data may be half replaced. Overwritten by the caller with the outcome.
+    pub commit_note: Option<PathBuf>,
 }
 
 /// The result of a restore (printed as one JSON line).
@@ -76,9 +83,8 @@ pub struct NotRestored {
 pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     let started = Instant::now();
     let volumes = volumes::ordinal_dirs(&options.dest)?;
-    for (_, volume) in &volumes {
-        swap::recover(volume)?;
-    }
+    let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
+    swap::recover(&volumes)?;
     let app_dir = catalog::open_app_dir(app)?;
     let _lock = match &app_dir {
         Some(dir) => lock::shared(dir, options.lock_wait)?,
@@ -128,6 +134,9 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
         )));
     }
 
+    for (replica, volume) in &pairs {
+        check_space(&snapshot, replica, volume)?;
+    }
     let unowned = AtomicBool::new(false);
     let mut totals = (0u64, 0u64);
     let mut staged = Vec::new();
@@ -136,7 +145,11 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
             Ok((bytes, files, staging)) => {
                 totals.0 += bytes;
                 totals.1 += files;
-                staged.push(staging);
+                staged.push(swap::Staged {
+                    volume,
+                    staging,
+                    root: replica.root,
+                });
             }
             Err(e) => {
                 // Nothing live was touched; drop every staging directory made so far.
@@ -152,10 +165,22 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     for (_, volume) in &pairs {
         volume.sync_filesystem()?;
     }
-    for ((replica, volume), staging) in pairs.iter().zip(&staged) {
-        if !swap::swap(volume, staging, snapshot.id.as_str(), replica.root)? {
-            unowned.store(true, Ordering::Relaxed);
-        }
+    let id = snapshot.id.as_str();
+    let ordinals: Vec<u32> = pairs.iter().map(|(r, _)| r.ordinal).collect();
+    swap::prepare(&staged, id, &ordinals)?;
+    if let Some(note) = &options.commit_note {
+        let text = format!(
+            "error: {SWAP_INTERRUPTED} with backup {id} (it stopped before the swap finished; \
+             the next restore finishes the swap first)"
+        );
+        std::fs::write(note, text).map_err(io_err("write", note))?;
+    }
+    let owned = swap::commit(&staged, id, &ordinals).map_err(|e| MoverError::SwapInterrupted {
+        id: id.to_owned(),
+        source: Box::new(e),
+    })?;
+    if !owned {
+        unowned.store(true, Ordering::Relaxed);
     }
     if unowned.load(Ordering::Relaxed) {
         crate::warn(
@@ -170,8 +195,37 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
         bytes: totals.0,
         files: totals.1,
         duration_ms: started.elapsed().as_millis() as u64,
-        ordinals: pairs.iter().map(|(r, _)| r.ordinal).collect(),
+        ordinals,
     }))
+}
+
+/// A restore writes a full copy beside the live data before swapping it in: refuse before
+/// writing anything when it cannot fit.
+fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<()> {
+    let free = volume.free_space()?;
+    let needed_bytes: u64 = replica
+        .entries
+        .iter()
+        .map(|e| match e.kind {
+            Kind::File => e.size.div_ceil(free.block) * free.block,
+            Kind::Dir => free.block,
+            // Short targets live in the inode.
+            Kind::Symlink => 0,
+        })
+        .sum::<u64>()
+        + free.block;
+    let needed_inodes = replica.entries.len() as u64 + 1;
+    if needed_bytes <= free.bytes && free.inodes.is_none_or(|n| needed_inodes <= n) {
+        return Ok(());
+    }
+    Err(MoverError::NoSpace {
+        path: volume.path().to_owned(),
+        id: snapshot.id.to_string(),
+        needed_bytes,
+        free_bytes: free.bytes,
+        needed_inodes: free.inodes.map(|_| needed_inodes),
+        free_inodes: free.inodes,
+    })
 }
 
 /// Copies one replica of `snapshot` into the volume's staging directory, checking every

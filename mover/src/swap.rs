@@ -1,28 +1,37 @@
-//! Swapping restored contents into a live volume, crash-safely.
+//! Swapping restored contents into the live volumes, crash-safely and all or nothing.
 //!
 //! A volume is a mount point: we cannot rename the directory itself, only its entries.
-//! A fsynced journal in the volume records the phase, and every phase can be re-run from
-//! the start (each step is a rename of one entry, which either happened or did not), so
-//! whoever finds a journal rolls the swap *forward* to the end:
+//! Every volume of a restore holds a fsynced journal naming the backup, the ordinals the
+//! restore swaps, and the volume's phase. Each phase can be re-run from its start (each
+//! step is a rename of one entry, which either happened or did not):
 //!
-//! 1. `MoveOld`: every current top-level entry is renamed into `.hellostateful-old/`.
-//! 2. `MoveNew`: every entry of the (complete, fsynced) staging directory is renamed to
-//!    the root.
-//! 3. `Cleanup`: old and staging are deleted, then the journal.
+//! 1. `Prepared`: the staging directory is complete and durable. Written to every volume
+//!    before any live entry moves. While every journal says `Prepared`, nothing is
+//!    committed: recovery rolls back (deletes staging and journals) and the live data is
+//!    untouched.
+//! 2. `MoveOld`: every current top-level entry is renamed into `.hellostateful-old/`.
+//!    The first journal to say so commits the whole set: from then on recovery rolls
+//!    *every* journaled volume forward, so the set never ends part old, part new.
+//! 3. `MoveNew`: every staged entry is renamed to the root.
+//! 4. `Swapped`: old contents and staging are deleted.
 //!
-//! The journal is written only once staging is complete and durable, so a restore killed
-//! before that leaves the old contents in place plus a staging directory that the next
-//! run deletes. Killed after, the next restore or backup on the volume finishes the swap.
-//! Either way the volume ends entirely old or entirely new.
+//! Journals are deleted only once every volume is `Swapped`, so a volume without a
+//! journal beside one with a journal past `Prepared` is a finished one.
+//!
+//! Recovery runs only in a restore, under every volume's lock ([`lock_volumes`]); a
+//! backup reads volumes mounted read-only and only checks ([`check_settled`]).
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
+use crate::lock::{self, AppLock};
 use crate::manifest::Meta;
 
 /// Prefix of every name the mover keeps in a volume; backups skip these entries.
@@ -35,6 +44,8 @@ const OLD: &str = ".hellostateful-old";
 const JOURNAL: &str = ".hellostateful-journal";
 /// The journal being rewritten (renamed over `JOURNAL`).
 const JOURNAL_TMP: &str = ".hellostateful-journal.tmp";
+/// The volume's lock: one restore at a time.
+const LOCK: &str = ".hellostateful-lock";
 
 /// Whether a top-level volume entry belongs to the mover rather than the app.
 pub(crate) fn is_reserved(name: &OsStr) -> bool {
@@ -43,9 +54,10 @@ pub(crate) fn is_reserved(name: &OsStr) -> bool {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
+    Prepared,
     MoveOld,
     MoveNew,
-    Cleanup,
+    Swapped,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -54,80 +66,216 @@ struct Journal {
     phase: Phase,
     /// The backup being restored, for messages.
     id: String,
+    /// Every ordinal this restore swaps.
+    ordinals: Vec<u32>,
     /// Metadata for the volume root, applied last.
     root: Meta,
 }
 
-/// Finishes (or cleans up after) an interrupted restore in `volume`. Called before any
-/// restore or backup touches the volume. Returns whether a swap was completed.
-pub(crate) fn recover(volume: &Dir) -> Result<bool> {
+/// Exclusive locks on every volume, taken in ordinal order (so two restores cannot
+/// deadlock), waiting up to `wait` for a running restore.
+pub(crate) fn lock_volumes(volumes: &[(u32, Dir)], wait: Duration) -> Result<Vec<AppLock>> {
+    volumes
+        .iter()
+        .map(|(_, volume)| lock::exclusive_on(volume, LOCK, wait))
+        .collect()
+}
+
+fn read_journal(volume: &Dir) -> Result<Option<Journal>> {
     match volume.read_file(JOURNAL) {
-        Ok(bytes) => {
-            let journal: Journal =
-                serde_json::from_slice(&bytes).map_err(|e| MoverError::Leftover {
-                    path: volume.join(JOURNAL),
-                    reason: format!(
-                        "unreadable restore journal ({e}); inspect {} and {} by hand",
-                        volume.join(OLD).display(),
-                        volume.join(STAGING).display()
-                    ),
-                })?;
-            crate::warn(format!(
-                "completing the interrupted restore of backup {} in {}",
-                journal.id,
-                volume.path().display()
-            ));
-            finish(volume, journal)?;
-            Ok(true)
-        }
-        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
-            // Look before removing: a backup mounts volumes read-only, where even unlinking
-            // a missing file fails with EROFS.
-            if volume.exists(JOURNAL_TMP)? {
-                volume.remove_file(JOURNAL_TMP)?;
-            }
-            if volume.exists(STAGING)? {
-                crate::warn(format!(
-                    "removing {} left by a restore interrupted before its swap",
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| MoverError::Leftover {
+                path: volume.join(JOURNAL),
+                reason: format!(
+                    "unreadable restore journal ({e}); inspect {} and {} by hand",
+                    volume.join(OLD).display(),
                     volume.join(STAGING).display()
-                ));
-                volume.remove_tree(STAGING)?;
-            }
-            if volume.exists(OLD)? {
-                return Err(MoverError::Leftover {
-                    path: volume.join(OLD),
-                    reason: "old contents of an interrupted restore without its journal; \
-                             move them back or delete them"
-                        .into(),
-                });
-            }
-            Ok(false)
-        }
+                ),
+            }),
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// Swaps the complete, durable staging directory of `volume` (the inode `staged`) into
-/// place. Returns whether ownership of the root could be set.
-pub(crate) fn swap(volume: &Dir, staged: &Inode, id: &str, root: Meta) -> Result<bool> {
-    // The tenant may have swapped the staging directory for another (or a symlink) since
-    // it was written: refuse before the journal commits us to it.
-    volume
-        .open_dir(STAGING)?
-        .stat()?
-        .expect_same(staged, &volume.join(STAGING))?;
-    let journal = Journal {
-        phase: Phase::MoveOld,
-        id: id.to_owned(),
-        root,
-    };
-    write_journal(volume, &journal)?;
-    finish(volume, journal)
+/// The journals found in `volumes`, all of one restore.
+fn journals(volumes: &[(u32, Dir)]) -> Result<Vec<(&Dir, Journal)>> {
+    let mut found: Vec<(&Dir, Journal)> = Vec::new();
+    for (_, volume) in volumes {
+        if let Some(journal) = read_journal(volume)? {
+            if let Some((other, first)) = found.first()
+                && first.id != journal.id
+            {
+                return Err(MoverError::Leftover {
+                    path: volume.join(JOURNAL),
+                    reason: format!(
+                        "journal of a restore of backup {}, but {} holds one of backup {}; \
+                         inspect the volumes by hand",
+                        journal.id,
+                        other.path().display(),
+                        first.id
+                    ),
+                });
+            }
+            found.push((volume, journal));
+        }
+    }
+    Ok(found)
 }
 
-fn finish(volume: &Dir, mut journal: Journal) -> Result<bool> {
+fn committed(journals: &[(&Dir, Journal)]) -> bool {
+    journals.iter().any(|(_, j)| j.phase != Phase::Prepared)
+}
+
+/// Before a backup reads `volumes` (mounted read-only: nothing is written here). Fails on
+/// a restore that was committed but not finished: some volumes may hold the new data and
+/// others the old, and backing that up would keep the mix. A restore that never got past
+/// staging left the live data untouched; its leftovers are skipped like every reserved
+/// name.
+pub(crate) fn check_settled(volumes: &[(u32, Dir)]) -> Result<()> {
+    let journals = journals(volumes)?;
+    if let Some((volume, journal)) = journals.first()
+        && committed(&journals)
+    {
+        return Err(MoverError::Leftover {
+            path: volume.join(JOURNAL),
+            reason: format!(
+                "the restore of backup {} into ordinals {:?} was interrupted while it \
+                 replaced the live data; not backing up a half-restored app (the next \
+                 restore finishes it)",
+                journal.id, journal.ordinals
+            ),
+        });
+    }
+    for (_, volume) in volumes {
+        if volume.exists(OLD)? && read_journal(volume)?.is_none() {
+            return Err(old_without_journal(volume));
+        }
+    }
+    Ok(())
+}
+
+fn old_without_journal(volume: &Dir) -> MoverError {
+    MoverError::Leftover {
+        path: volume.join(OLD),
+        reason: "old contents of an interrupted restore without its journal; move them back \
+                 or delete them"
+            .into(),
+    }
+}
+
+/// Finishes or undoes an interrupted restore in `volumes`, under their locks, before a
+/// restore writes anything. Rolls a committed one forward in every journaled volume;
+/// rolls back one that was not committed, provided every volume it named is here (one we
+/// cannot see might be further along).
+pub(crate) fn recover(volumes: &[(u32, Dir)]) -> Result<()> {
+    for (_, volume) in volumes {
+        if volume.exists(JOURNAL_TMP)? {
+            volume.remove_file(JOURNAL_TMP)?;
+        }
+    }
+    let journals = journals(volumes)?;
+    if let Some((_, first)) = journals.first() {
+        if committed(&journals) {
+            crate::warn(format!(
+                "completing the interrupted restore of backup {} into ordinals {:?}",
+                first.id, first.ordinals
+            ));
+            let id = first.id.clone();
+            let mut swapped = Vec::new();
+            for (volume, journal) in journals {
+                swapped.push((volume, advance(volume, journal)?));
+            }
+            for (volume, root) in swapped {
+                finish(volume, &root)?;
+            }
+            crate::warn(format!("the restore of backup {id} is now complete"));
+            return Ok(());
+        }
+        let present: BTreeSet<u32> = volumes.iter().map(|(o, _)| *o).collect();
+        if let Some(missing) = first.ordinals.iter().find(|o| !present.contains(o)) {
+            return Err(MoverError::Leftover {
+                path: journals[0].0.join(JOURNAL),
+                reason: format!(
+                    "an interrupted restore of backup {} also swaps ordinal {missing}, which \
+                     is not mounted here: cannot tell whether it was committed; restore with \
+                     every ordinal mounted",
+                    first.id
+                ),
+            });
+        }
+        crate::warn(format!(
+            "undoing the restore of backup {} interrupted before it replaced anything",
+            first.id
+        ));
+    }
+    for (_, volume) in volumes {
+        if volume.exists(STAGING)? {
+            volume.remove_tree(STAGING)?;
+        }
+        if volume.exists(JOURNAL)? {
+            volume.remove_file(JOURNAL)?;
+            volume.sync()?;
+        }
+        if volume.exists(OLD)? {
+            return Err(old_without_journal(volume));
+        }
+    }
+    Ok(())
+}
+
+/// One volume of a restore whose staging directory is complete and durable.
+pub(crate) struct Staged<'a> {
+    pub volume: &'a Dir,
+    /// The staging directory as it was written (the tenant may swap it meanwhile).
+    pub staging: Inode,
+    /// Metadata for the volume root.
+    pub root: Meta,
+}
+
+/// Marks every volume `Prepared`: nothing live has moved yet.
+pub(crate) fn prepare(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Result<()> {
+    for s in staged {
+        // Refuse a swapped staging directory before the journal commits us to it.
+        s.volume
+            .open_dir(STAGING)?
+            .stat()?
+            .expect_same(&s.staging, &s.volume.join(STAGING))?;
+        let journal = Journal {
+            phase: Phase::Prepared,
+            id: id.to_owned(),
+            ordinals: ordinals.to_vec(),
+            root: s.root,
+        };
+        write_journal(s.volume, &journal)?;
+    }
+    Ok(())
+}
+
+/// Swaps every prepared volume in: the first journal moved past `Prepared` commits the
+/// set. Returns whether ownership of every root could be set.
+pub(crate) fn commit(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Result<bool> {
+    for s in staged {
+        let journal = Journal {
+            phase: Phase::Prepared,
+            id: id.to_owned(),
+            ordinals: ordinals.to_vec(),
+            root: s.root,
+        };
+        advance(s.volume, journal)?;
+    }
+    let mut owned = true;
+    for s in staged {
+        owned &= finish(s.volume, &s.root)?;
+    }
+    Ok(owned)
+}
+
+/// Runs a volume's swap from the journal's phase to `Swapped`; returns the root's metadata.
+fn advance(volume: &Dir, mut journal: Journal) -> Result<Meta> {
     loop {
         match journal.phase {
+            Phase::Prepared => journal.phase = Phase::MoveOld,
             Phase::MoveOld => {
                 match volume.make_dir(OLD) {
                     Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {}
@@ -149,20 +297,26 @@ fn finish(volume: &Dir, mut journal: Journal) -> Result<bool> {
                     staging.rename(&name, volume, &name)?;
                 }
                 volume.sync()?;
-                journal.phase = Phase::Cleanup;
+                journal.phase = Phase::Swapped;
             }
-            Phase::Cleanup => {
+            Phase::Swapped => {
                 volume.remove_tree(OLD)?;
                 volume.remove_tree(STAGING)?;
-                volume.remove_file(JOURNAL)?;
                 volume.sync()?;
-                crate::fault::step();
-                // Last, because removing the journal changes the root's mtime.
-                return volume.set_meta(&journal.root);
+                return Ok(journal.root);
             }
         }
         write_journal(volume, &journal)?;
     }
+}
+
+/// Removes a swapped volume's journal and sets its root's metadata (last, because
+/// removing the journal changes the root's mtime). Returns whether ownership was set.
+fn finish(volume: &Dir, root: &Meta) -> Result<bool> {
+    volume.remove_file(JOURNAL)?;
+    volume.sync()?;
+    crate::fault::step();
+    volume.set_meta(root)
 }
 
 fn write_journal(volume: &Dir, journal: &Journal) -> Result<()> {

@@ -59,8 +59,12 @@ fn backup_killed_at_every_step_leaves_only_complete_snapshots() {
     all_snapshots_verify(&app);
 }
 
+/// A restore of two ordinals stopped at every step in turn: the set is never part old,
+/// part new as far as anyone can see. Until the swap commits, the live data is entirely
+/// old; after, a backup (read-only volumes, as in its Job) refuses the half-swapped set
+/// with a clear message instead of keeping a mix; the next restore finishes the swap.
 #[test]
-fn restore_killed_at_every_step_is_finished_by_the_next_run() {
+fn restore_killed_at_every_step_is_all_or_nothing_and_finished_by_the_next_restore() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let source = volumes(tmp.path(), "src", 1);
     make_volume(&source.join("1"), 1);
@@ -70,14 +74,16 @@ fn restore_killed_at_every_step_is_finished_by_the_next_run() {
     let new = [shape(&source.join("0")), shape(&source.join("1"))];
 
     let dest = tmp.path().join("dest");
+    fs::create_dir(&dest).expect("mkdir");
     let old_tree = tmp.path().join("old");
     make_volume(&old_tree.join("0"), 5);
     make_volume(&old_tree.join("1"), 6);
     fs::write(old_tree.join("0/only-old"), b"x").expect("write");
     let old = [shape(&old_tree.join("0")), shape(&old_tree.join("1"))];
+    // `dest` itself stays (a read-only bind mount of it is made once, below).
     let reset = || {
-        let _ = fs::remove_dir_all(&dest);
         for ord in ["0", "1"] {
+            let _ = fs::remove_dir_all(dest.join(ord));
             fs::create_dir_all(dest.join(ord)).expect("mkdir");
             let status = std::process::Command::new("cp")
                 .args(["-a", "--"])
@@ -88,57 +94,108 @@ fn restore_killed_at_every_step_is_finished_by_the_next_run() {
             assert!(status.success());
         }
     };
-    let volume_is = |ord: usize, want: &[common::Shape; 2]| {
-        let mut got = shape(&dest.join(ord.to_string()));
+    let same = |root: &Path, want: &common::Shape| {
+        let mut got = shape(root);
         got.remove(Path::new("")); // the root's own mtime changes as entries move
-        let mut want = want[ord].clone();
+        let mut want = want.clone();
         want.remove(Path::new(""));
         got == want
     };
+    let set_is = |root: &Path, want: &[common::Shape; 2]| {
+        (0..2).all(|ord| same(&root.join(ord.to_string()), &want[ord]))
+    };
+    let read_only = tmp.path().join("read-only");
+    fs::create_dir(&read_only).expect("mkdir");
+    let mount = |args: &[&str]| {
+        std::process::Command::new("mount")
+            .args(args)
+            .arg(&dest)
+            .arg(&read_only)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let _unmount;
+    let backup_source = if mount(&["--bind"]) {
+        _unmount = Unmount(&read_only);
+        assert!(mount(&["-o", "remount,ro,bind"]), "remount read-only");
+        read_only.clone()
+    } else {
+        eprintln!("backups read the volumes read-write: cannot bind-mount (not root?)");
+        dest.clone()
+    };
 
+    let log = tmp.path().join("termination-log");
+    let mut restore = cli_args("restore", "--dest", &dest, &target);
+    restore.extend(["--termination-log", log.to_str().expect("utf8")]);
+    let other = tmp.path().join("other");
     let mut step = 1;
+    let mut refused = 0;
     loop {
         reset();
-        let restore = cli_args("restore", "--dest", &dest, &target);
+        let _ = fs::remove_file(&log);
         let out = run_child(&restore, &[(FAULT_ENV, step.to_string())]);
         if out.status.success() {
+            let json: serde_json::Value =
+                serde_json::from_slice(&fs::read(&log).expect("log")).expect("json");
+            assert_eq!(json["restored"], true);
             break;
         }
-        // Without a journal a volume must still be entirely old (a staging directory may
-        // be left); with one it may be mid-swap until recovered.
-        for ord in 0..2 {
-            let volume = dest.join(ord.to_string());
-            if !volume.join(".hellostateful-journal").exists() {
-                assert!(
-                    volume_is(ord, &old) || volume_is(ord, &new),
-                    "step {step}: ordinal {ord} mixed without a journal"
-                );
-            }
+        let journals: Vec<String> = (0..2)
+            .filter_map(|ord| {
+                fs::read_to_string(dest.join(format!("{ord}/.hellostateful-journal"))).ok()
+            })
+            .collect();
+        let committed = journals.iter().any(|j| !j.contains("\"Prepared\""));
+        if !committed {
+            assert!(
+                set_is(&dest, &old) || (journals.is_empty() && set_is(&dest, &new)),
+                "step {step}: the live data changed before the swap committed"
+            );
         }
-        // Alternate how recovery happens: a new restore, or a backup of the same volumes
-        // (which must finish the swap before reading them).
-        let done = if step % 2 == 0 {
-            run_child(&restore, &[])
+        // What the reconciler reads of a killed Job: whether the live data may be a mix.
+        // The note is written just before the commit and replaced by the outcome, so it
+        // is also there for a kill just before the first or just after the last move
+        // (erring on the side of caution).
+        let note = fs::read_to_string(&log).unwrap_or_default();
+        let noted = note.contains(hellostateful_mover::SWAP_INTERRUPTED);
+        let edge = journals.len() == 2 || (journals.is_empty() && set_is(&dest, &new));
+        assert!(
+            noted == committed || (noted && edge),
+            "step {step}: committed {committed}, journals {journals:?}, termination log {note:?}"
+        );
+
+        // A scheduled backup in between.
+        let _ = fs::remove_dir_all(&other);
+        let backup = run_child(&cli_args("backup", "--source", &backup_source, &other), &[]);
+        let stderr = String::from_utf8_lossy(&backup.stderr);
+        if committed {
+            assert!(
+                !backup.status.success()
+                    && stderr.contains("interrupted while it replaced the live data"),
+                "step {step}: a half-swapped set was backed up: {stderr}"
+            );
+            refused += 1;
         } else {
-            run_child(
-                &cli_args("backup", "--source", &dest, &tmp.path().join("other")),
-                &[],
-            )
-        };
+            assert!(backup.status.success(), "step {step}: {stderr}");
+            let id = hellostateful_mover::list(&common::app(&other)).expect("list")[0]
+                .id
+                .clone();
+            let snapshot = common::app(&other).dir().join(id);
+            assert!(
+                set_is(&snapshot, &old) || set_is(&snapshot, &new),
+                "step {step}: the backup holds a mix"
+            );
+        }
+
+        // The Job's retry: a restore that finishes (or undoes) the interrupted one first.
+        let done = run_child(&restore, &[]);
         assert!(
             done.status.success(),
             "step {step}: {}",
             String::from_utf8_lossy(&done.stderr)
         );
+        assert!(set_is(&dest, &new), "step {step}: not the restored data");
         for ord in 0..2 {
-            let entirely_new = volume_is(ord, &new);
-            assert!(
-                entirely_new || volume_is(ord, &old),
-                "step {step}: ordinal {ord} is a mix after recovery"
-            );
-            if step % 2 == 0 {
-                assert!(entirely_new, "step {step}: a completed restore must be new");
-            }
             assert!(
                 leftovers(&dest.join(ord.to_string())).is_empty(),
                 "step {step}"
@@ -148,9 +205,8 @@ fn restore_killed_at_every_step_is_finished_by_the_next_run() {
         assert!(step < 1000, "restore never finished");
     }
     assert!(step > 40, "too few steps ({step}) to be a meaningful test");
-    for ord in 0..2 {
-        assert!(volume_is(ord, &new));
-    }
+    assert!(refused > 5, "only {refused} steps were past the commit");
+    assert!(set_is(&dest, &new));
 }
 
 /// A tiny deterministic PRNG (xorshift) for the kill delays.

@@ -262,9 +262,97 @@ fn edited_manifest_or_damaged_file_is_refused_before_live_data_is_touched() {
 
 fn hold_lock(app_dir: &Path) -> fs::File {
     fs::create_dir_all(app_dir).expect("mkdir");
-    let file = fs::File::create(app_dir.join(".lock")).expect("lock file");
+    hold_lock_file(&app_dir.join(".lock"))
+}
+
+fn hold_lock_file(path: &Path) -> fs::File {
+    let file = fs::File::create(path).expect("lock file");
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).expect("flock");
     file
+}
+
+/// What a running restore holds is its volumes' locks and their staging directories: a
+/// second restore (a retried Job beside a slow one) waits, then fails clearly, and
+/// deletes nothing of the first's.
+#[test]
+fn a_second_restore_during_a_restore_waits_and_touches_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 1);
+    let app = app(&tmp.path().join("backup"));
+    hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let dest = volumes(tmp.path(), "dest", 7);
+    // The volume root's own mtime changes as the mover's lock file is made.
+    let below_root = |root: &Path| {
+        let mut shape = shape(root);
+        shape.remove(Path::new(""));
+        shape
+    };
+    let live = below_root(&dest.join("0"));
+    let staging = dest.join("0/.hellostateful-staging");
+    fs::create_dir(&staging).expect("mkdir");
+    fs::write(staging.join("being-written"), b"x").expect("write");
+    let held = hold_lock_file(&dest.join("0/.hellostateful-lock"));
+
+    let mut opts = restore_opts(&dest, Selector::Latest);
+    opts.lock_wait = Duration::from_millis(300);
+    let e = hellostateful_mover::restore(&app, &opts).expect_err("locked");
+    let text = err_text(&e);
+    assert!(
+        text.contains(".hellostateful-lock") && text.contains("another"),
+        "{text}"
+    );
+    assert!(
+        staging.join("being-written").exists(),
+        "the running restore's staging"
+    );
+    assert!(below_root(&dest.join("0")) == live, "live data changed");
+
+    drop(held);
+    hellostateful_mover::restore(&app, &restore_opts(&dest, Selector::Latest))
+        .expect("restore once the other is done");
+    assert!(
+        shape(&dest.join("0")) == shape(&source.join("0")),
+        "not restored"
+    );
+    assert!(leftovers(&dest.join("0")).is_empty());
+}
+
+/// A restore stages a full copy beside the live data: a volume without room for it is
+/// refused before anything is written, with the figures.
+#[test]
+fn a_restore_that_cannot_fit_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let volume = tmp.path().join("dest/0");
+    fs::create_dir_all(&volume).expect("mkdir");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&volume)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED full volume test: cannot mount a tmpfs (not root?)");
+        return;
+    }
+    let _unmount = Unmount(&volume);
+    fs::write(volume.join("live"), b"old data").expect("write");
+    let live = fs::read(volume.join("live")).expect("read");
+
+    let dest = tmp.path().join("dest");
+    let e = hellostateful_mover::restore(&app, &restore_opts(&dest, Selector::Latest))
+        .expect_err("does not fit");
+    let text = err_text(&e);
+    assert!(
+        text.contains("not enough space")
+            && text.contains("needs")
+            && text.contains("nothing was changed"),
+        "{text}"
+    );
+    assert!(e.is_permanent());
+    assert_eq!(fs::read(volume.join("live")).expect("read"), live);
+    assert!(leftovers(&volume).is_empty());
 }
 
 #[test]

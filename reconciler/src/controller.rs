@@ -1435,6 +1435,15 @@ fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) -> String {
 
 /// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
 /// restore Job, start the app again. Returns the replicas the StatefulSet must have.
+/// Whether a restore request failed after its Job began replacing the live data.
+fn interrupted_mid_swap(request: &RequestStatus) -> bool {
+    request.phase == RequestPhase::Failed
+        && request
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(hellostateful_mover::SWAP_INTERRUPTED))
+}
+
 async fn on_demand_restore(
     pass: &mut Pass<'_>,
     jobs: &[Job],
@@ -1467,6 +1476,11 @@ async fn on_demand_restore(
                 "RestoreRunning",
                 &format!("Job {job} still restores (its request was withdrawn); the app starts once it ends"),
             );
+            return Ok(0);
+        }
+        if old.as_ref().is_some_and(interrupted_mid_swap) {
+            // Until a new request finishes the swap, some volumes may hold the restored
+            // data and others the old: the app must not run on that.
             return Ok(0);
         }
         return Ok(replicas);
@@ -1537,15 +1551,29 @@ async fn on_demand_restore(
             Ok(replicas)
         }
         Some(JobState::Failed(reason)) => {
-            let message = pass.failure_message(&job_name, reason).await?;
-            let message =
-                format!("restore of {from} failed: {message}; the live data was not replaced");
+            let cause = pass.failure_message(&job_name, reason).await?;
+            let (message, run) = if cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
+                (
+                    format!(
+                        "restore of {from} failed: {cause}. The app stays stopped so that it \
+                         never runs on a mix of old and restored volumes: request the restore \
+                         again (kubectl hellostateful restore {}), which finishes the swap first",
+                        app.name
+                    ),
+                    0,
+                )
+            } else {
+                (
+                    format!("restore of {from} failed: {cause}; the live data was not replaced"),
+                    replicas,
+                )
+            };
             set(pass, RequestPhase::Failed, message.clone(), None);
             Metrics::finished(&pass.ctx.metrics.restores, false);
             pass.conditions()
                 .set(conditions::RESTORING, false, "RestoreFailed", &message);
             pass.note(EventType::Warning, "RestoreFailed", "Restore", message);
-            Ok(replicas)
+            Ok(run)
         }
         None => {
             gate.in_progress = true;

@@ -770,6 +770,66 @@ async fn a_second_restore_token_waits_for_the_restore_job_that_runs() {
     );
 }
 
+/// A restore Job that failed after it began swapping (its termination message says so,
+/// even when it was killed): the app stays stopped, now and on later passes, and the
+/// message says how to finish; one that failed before keeps the old data and restarts.
+#[tokio::test]
+async fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_and_says_how_to_finish() {
+    for (termination, stopped) in [
+        (
+            format!(
+                "error: {} with backup 20261129T150102Z (it stopped before the swap finished)",
+                hellostateful_mover::SWAP_INTERRUPTED
+            ),
+            true,
+        ),
+        (
+            "error: backup 20261129T150102Z is damaged: 0/a: missing".to_owned(),
+            false,
+        ),
+    ] {
+        let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+        let first = app(seed(), annotations, json!({}));
+        let job_name = names::restore_job("hello", "uid-1", "t1");
+        let failed = restore_job_with(
+            &job_name,
+            "requested",
+            json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
+        );
+        let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+            "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 1, "finishedAt": "2026-11-29T15:00:05Z", "message": termination}}}]}});
+        let (result, seen) = running(&first, 0)
+            .on("GET", JOBS, list(vec![failed]))
+            .on("GET", PODS, list(vec![pod]))
+            .reconcile(first)
+            .await;
+        assert_eq!(result, Ok(()));
+        let request = status_written(&seen)["restoreRequest"].clone();
+        assert_eq!(request["phase"], "Failed");
+        let message = request["message"].as_str().unwrap_or_default().to_owned();
+        let replicas = statefulset_replicas(&seen).unwrap_or(json!(0));
+        if stopped {
+            assert_eq!(replicas, json!(0));
+            assert!(
+                message.contains("stays stopped") && message.contains("restore hello"),
+                "{message}"
+            );
+        } else {
+            assert_eq!(replicas, json!(1));
+            assert!(message.contains("live data was not replaced"), "{message}");
+        }
+
+        // A later pass, the request acknowledged (and its Job perhaps gone by its TTL).
+        let status = json!({"restoreRequest": request});
+        let later = app(seed(), json!({names::RESTORE_REQUESTED: "t1"}), status);
+        let (result, seen) = running(&later, 0).reconcile(later).await;
+        assert_eq!(result, Ok(()));
+        let replicas = statefulset_replicas(&seen).unwrap_or(json!(0));
+        assert_eq!(replicas, json!(if stopped { 0 } else { 1 }), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn a_withdrawn_restore_request_keeps_the_app_stopped_until_its_job_ends() {
     // The annotation was removed while its Job runs: the app must not start meanwhile.

@@ -57,12 +57,13 @@ pub fn shape(root: &Path) -> Shape {
     out
 }
 
-/// Names of the mover's reserved entries left at the top of a volume.
+/// Names of the mover's reserved entries left at the top of a volume, but for its lock
+/// file (kept, like the app directory's `.lock`).
 pub fn leftovers(volume: &Path) -> Vec<String> {
     fs::read_dir(volume)
         .expect("read_dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".hellostateful-"))
+        .filter(|n| n.starts_with(".hellostateful-") && n != ".hellostateful-lock")
         .collect()
 }
 
@@ -160,6 +161,7 @@ pub fn restore_opts(dest: &Path, from: Selector) -> RestoreOptions {
         from,
         if_exists: false,
         lock_wait: std::time::Duration::from_secs(30),
+        commit_note: None,
     }
 }
 
