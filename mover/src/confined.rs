@@ -266,9 +266,12 @@ impl Dir {
     pub(crate) fn create_file(&self, rel: impl AsRef<Path>) -> Result<File> {
         let rel = rel.as_ref();
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
-        self.resolve(rel, flags, Mode::from_raw_mode(0o600))
+        let file = self
+            .resolve(rel, flags, Mode::from_raw_mode(0o600))
             .map(File::from)
-            .map_err(fail("create", self.join(rel)))
+            .map_err(fail("create", self.join(rel)))?;
+        crate::fault::trace("create", &self.join(rel));
+        Ok(file)
     }
 
     /// Writes `bytes` to `rel` (created or truncated) and fsyncs it.
@@ -281,7 +284,9 @@ impl Dir {
             .map(File::from)
             .map_err(fail("create", &path))?;
         file.write_all(bytes).map_err(io_err("write", &path))?;
-        file.sync_all().map_err(io_err("fsync", &path))
+        file.sync_all().map_err(io_err("fsync", &path))?;
+        crate::fault::trace("fsync", &path);
+        Ok(())
     }
 
     /// The whole contents of the regular file `rel`.
@@ -446,6 +451,8 @@ impl Dir {
             })
         })
         .map_err(two_paths("rename", self.join(from), to_dir.join(to)))?;
+        crate::fault::trace("rename", &self.join(from));
+        crate::fault::trace("to", &to_dir.join(to));
         crate::fault::step();
         Ok(())
     }
@@ -544,14 +551,18 @@ impl Dir {
 
     /// fsyncs this directory, making renames and creations in it durable.
     pub(crate) fn sync(&self) -> Result<()> {
-        rustix::fs::fsync(&self.fd).map_err(|e| io_err("fsync directory", &self.path)(e.into()))
+        rustix::fs::fsync(&self.fd).map_err(|e| io_err("fsync directory", &self.path)(e.into()))?;
+        crate::fault::trace("fsync-dir", &self.path);
+        Ok(())
     }
 
     /// Flushes the whole filesystem holding this directory: one `syncfs` instead of an
     /// fsync per copied file, which is what makes many small files fast.
     pub(crate) fn sync_filesystem(&self) -> Result<()> {
         rustix::fs::syncfs(&self.fd)
-            .map_err(|e| io_err("sync the filesystem of", &self.path)(e.into()))
+            .map_err(|e| io_err("sync the filesystem of", &self.path)(e.into()))?;
+        crate::fault::trace("syncfs", &self.path);
+        Ok(())
     }
 }
 

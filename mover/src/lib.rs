@@ -39,7 +39,7 @@ pub use catalog::{
     prune, purge, resolve,
 };
 pub use error::{MoverError, Result, SWAP_INTERRUPTED};
-pub use fault::FAULT_ENV;
+pub use fault::{FAULT_ENV, TRACE_ENV};
 pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp};
 pub use names::{App, BackupId, Selector};
 pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
