@@ -384,7 +384,7 @@ impl ReplicaCopy<'_> {
         }
         let mut attempt = 1;
         loop {
-            let mut src = match self.source.open_file(&job.rel) {
+            let src = match self.source.open_file(&job.rel) {
                 Ok(src) => src,
                 Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                     vanished(&from);
@@ -401,7 +401,7 @@ impl ReplicaCopy<'_> {
                 before.expect_same(&job.lstat, &from)?;
             }
             let dst = self.dest.create_file(&job.rel)?;
-            let copied = fsops::copy_into(&mut src, dst, &from, &to, buf)?;
+            let copied = fsops::copy_into(&src, dst, &from, &to, buf, has_holes(&before))?;
             let after = Inode::of(&src, &from)?;
             let consistent = match check_copy(&before, &after, copied.len) {
                 CopyCheck::Consistent => true,
@@ -445,6 +445,7 @@ impl ReplicaCopy<'_> {
             entry.blake3 = Some(copied.hash.to_hex().to_string());
             entry.source = Some(fsops::stamp_of(&before, &from)?);
             entry.inconsistent = !consistent;
+            entry.sparse = has_holes(&before);
             return Ok(FileOutcome::Copied(entry));
         }
     }
@@ -492,8 +493,14 @@ impl ReplicaCopy<'_> {
         let mut entry = Entry::new(&job.rel, Kind::File, job.lstat.size, meta);
         entry.blake3.clone_from(&previous.blake3);
         entry.source = Some(stamp);
+        entry.sparse = previous.sparse;
         Ok(Some(entry))
     }
+}
+
+/// Whether a file takes fewer blocks than its size: it has holes to keep.
+fn has_holes(inode: &Inode) -> bool {
+    inode.blocks.saturating_mul(512) < inode.size
 }
 
 /// What the `fstat`s before and after a copy say about it.
@@ -537,6 +544,7 @@ mod tests {
             uid: 1,
             gid: 1,
             size,
+            blocks: size.div_ceil(512),
             mtime,
             mtime_nsec: 0,
             ctime,

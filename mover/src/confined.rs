@@ -43,6 +43,8 @@ pub(crate) struct Inode {
     pub uid: u32,
     pub gid: u32,
     pub size: u64,
+    /// 512-byte blocks allocated: fewer than the size takes means holes.
+    pub blocks: u64,
     pub mtime: i64,
     pub mtime_nsec: u32,
     /// Status change time: moves on every write, chmod, chown, rename and `utimens`, and
@@ -63,6 +65,7 @@ impl Inode {
             uid: st.st_uid,
             gid: st.st_gid,
             size: st.st_size as u64,
+            blocks: st.st_blocks as u64,
             mtime: st.st_mtime as i64,
             mtime_nsec: st.st_mtime_nsec as u32,
             ctime: st.st_ctime as i64,

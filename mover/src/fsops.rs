@@ -1,5 +1,5 @@
 //! Content and metadata operations on files that are already open (opening anything by
-//! path is `confined`'s job): copying with a checksum of what was written, applying
+//! path is `confined`'s job): copying (holes kept) with a checksum of what was written, applying
 //! metadata, and a small parallel executor.
 
 use std::fs::File;
@@ -10,15 +10,15 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
-use rustix::fs::{Mode, Timespec, Timestamps};
+use rustix::fs::{Mode, SeekFrom, Timespec, Timestamps};
 use rustix::io::Errno;
 
 use crate::confined::Inode;
 use crate::error::{MoverError, Result, io_err};
 use crate::manifest::{Meta, SourceStamp};
 
-/// Size of each worker's scratch buffer. Files that fit are copied with one read and one
-/// write and hashed from memory; larger ones go through `copy_file_range`.
+/// Size of each worker's scratch buffer: files are read, hashed and written in chunks of
+/// this size.
 pub(crate) const BUF_SIZE: usize = 1 << 20;
 
 /// `mode`, `uid`, `gid` and `mtime` of an `lstat`/`fstat` result.
@@ -96,48 +96,107 @@ pub(crate) fn apply_meta_fd(fd: impl AsFd, meta: &Meta, path: &Path) -> Result<b
 pub(crate) struct Copied {
     /// The new file, still open (for metadata calls).
     pub file: File,
-    /// Bytes written.
+    /// Bytes written (the file's length, holes included).
     pub len: u64,
     /// blake3 of the bytes written.
     pub hash: blake3::Hash,
 }
 
-/// Copies everything readable from `src` (from its current offset to EOF) into the new,
-/// empty file `dst`, returning the checksum of what was actually written. Small files are
-/// hashed from the buffer; large ones are copied in the kernel (`copy_file_range`, which
-/// reflinks on filesystems that can) and hashed by reading the new file back.
+/// Copies everything readable from `src` into the new, empty file `dst` in one pass:
+/// each chunk is read once, hashed and written, so the checksum is of exactly what was
+/// written and nothing is read twice. With `holes` (the file has fewer blocks than its
+/// size) only its data segments are read and written (`SEEK_DATA`/`SEEK_HOLE`) and the
+/// holes stay holes, as `cp --sparse` and `rsync -S` keep them; they hash as zeros.
 pub(crate) fn copy_into(
-    src: &mut File,
+    src: &File,
     mut dst: File,
     from: &Path,
     to: &Path,
     buf: &mut Vec<u8>,
+    holes: bool,
 ) -> Result<Copied> {
-    let copy_err = |source| MoverError::Copy {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        source,
-    };
     buf.resize(BUF_SIZE, 0);
-    let head = read_full(src, buf).map_err(io_err("read", from))?;
-    dst.write_all(&buf[..head]).map_err(io_err("write", to))?;
-    let (len, hash) = if head < buf.len() {
-        (head as u64, blake3::hash(&buf[..head]))
+    let mut hasher = blake3::Hasher::new();
+    let len = if holes {
+        copy_segments(src, &dst, &mut hasher, buf).map_err(|source| MoverError::Copy {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            source,
+        })?
     } else {
-        let rest = copy_rest(src, &mut dst, buf).map_err(copy_err)?;
-        let len = head as u64 + rest;
-        (len, hash_file(&dst, buf).map_err(io_err("read back", to))?)
+        let mut len = 0u64;
+        loop {
+            let n = read_full(src, buf).map_err(io_err("read", from))?;
+            hasher.update(&buf[..n]);
+            dst.write_all(&buf[..n]).map_err(io_err("write", to))?;
+            len += n as u64;
+            if n < buf.len() {
+                break len;
+            }
+        }
     };
     crate::fault::step();
     Ok(Copied {
         file: dst,
         len,
-        hash,
+        hash: hasher.finalize(),
     })
 }
 
+/// The sparse copy: data segments at their offsets, then the length set (a trailing hole).
+fn copy_segments(
+    src: &File,
+    dst: &File,
+    hasher: &mut blake3::Hasher,
+    buf: &mut [u8],
+) -> io::Result<u64> {
+    let mut offset = 0u64;
+    loop {
+        let data = match rustix::fs::seek(src, SeekFrom::Data(offset)) {
+            Ok(data) => data,
+            // No data at or after `offset`: the rest is a hole.
+            Err(Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let hole = rustix::fs::seek(src, SeekFrom::Hole(data))?;
+        hash_zeros(hasher, data - offset);
+        offset = data;
+        while offset < hole {
+            let want = buf.len().min((hole - offset) as usize);
+            let n = match src.read_at(&mut buf[..want], offset) {
+                // Ended inside a data segment: keep what was read (never zeros in its
+                // place); the caller compares the length with the file's size.
+                Ok(0) => {
+                    dst.set_len(offset)?;
+                    return Ok(offset);
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.update(&buf[..n]);
+            dst.write_all_at(&buf[..n], offset)?;
+            offset += n as u64;
+        }
+    }
+    // No data after `offset`: a trailing hole up to the current end.
+    let end = rustix::fs::seek(src, SeekFrom::End(0))?.max(offset);
+    hash_zeros(hasher, end - offset);
+    dst.set_len(end)?;
+    Ok(end)
+}
+
+fn hash_zeros(hasher: &mut blake3::Hasher, mut len: u64) {
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    while len > 0 {
+        let n = len.min(ZEROS.len() as u64) as usize;
+        hasher.update(&ZEROS[..n]);
+        len -= n as u64;
+    }
+}
+
 /// Reads until `buf` is full or EOF; returns the number of bytes read.
-fn read_full(src: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(mut src: &File, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match src.read(&mut buf[filled..]) {
@@ -148,29 +207,6 @@ fn read_full(src: &mut File, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-fn copy_rest(src: &mut File, dst: &mut File, buf: &mut [u8]) -> io::Result<u64> {
-    let mut total = 0u64;
-    loop {
-        match rustix::fs::copy_file_range(&*src, None, &*dst, None, 1 << 30) {
-            Ok(0) => return Ok(total),
-            Ok(n) => total += n as u64,
-            Err(Errno::INTR) => {}
-            // Not supported between these files (other filesystem on old kernels,
-            // special filesystems): fall back to read/write from the current offsets.
-            Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => break,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    loop {
-        let n = read_full(src, buf)?;
-        if n == 0 {
-            return Ok(total);
-        }
-        dst.write_all(&buf[..n])?;
-        total += n as u64;
-    }
 }
 
 /// blake3 of a whole file, read with positional reads (the offset of `file` is untouched).

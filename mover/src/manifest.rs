@@ -152,6 +152,9 @@ pub struct Entry {
     /// old and new contents (files only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inconsistent: bool,
+    /// The file has holes, kept as holes in the snapshot and on restore (files only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sparse: bool,
 }
 
 /// Identity and status-change time of a live file when it was backed up. Together with
@@ -181,6 +184,7 @@ impl Entry {
             target_hex: None,
             source: None,
             inconsistent: false,
+            sparse: false,
         }
     }
 

@@ -268,7 +268,7 @@ fn stage(
     };
     fsops::par_map(&files, |entry, buf| {
         let rel = entry.rel_path();
-        let mut src = match source.open_file(&rel) {
+        let src = match source.open_file(&rel) {
             Ok(src) => src,
             Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                 return Err(damaged(&rel, "missing"));
@@ -276,7 +276,8 @@ fn stage(
             Err(e) => return Err(e),
         };
         let (from, to) = (source.join(&rel), staging.join(&rel));
-        let copied = fsops::copy_into(&mut src, staging.create_file(&rel)?, &from, &to, buf)?;
+        let dst = staging.create_file(&rel)?;
+        let copied = fsops::copy_into(&src, dst, &from, &to, buf, entry.sparse)?;
         if copied.len != entry.size {
             return Err(damaged(
                 &rel,

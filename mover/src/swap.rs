@@ -24,7 +24,6 @@
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -34,8 +33,6 @@ use crate::error::{MoverError, Result};
 use crate::lock::{self, AppLock};
 use crate::manifest::Meta;
 
-/// Prefix of every name the mover keeps in a volume; backups skip these entries.
-const RESERVED_PREFIX: &[u8] = b".hellostateful-";
 /// The staging directory a restore writes into.
 pub(crate) const STAGING: &str = ".hellostateful-staging";
 /// Where the old contents go during a swap.
@@ -47,9 +44,12 @@ const JOURNAL_TMP: &str = ".hellostateful-journal.tmp";
 /// The volume's lock: one restore at a time.
 const LOCK: &str = ".hellostateful-lock";
 
-/// Whether a top-level volume entry belongs to the mover rather than the app.
+/// Whether a top-level volume entry is one of the mover's own (backups skip exactly these;
+/// any other name, `.hellostateful-notes` too, is the app's and is backed up).
 pub(crate) fn is_reserved(name: &OsStr) -> bool {
-    name.as_bytes().starts_with(RESERVED_PREFIX)
+    [STAGING, OLD, JOURNAL, JOURNAL_TMP, LOCK]
+        .iter()
+        .any(|reserved| name == OsStr::new(reserved))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

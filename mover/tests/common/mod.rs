@@ -25,18 +25,24 @@ pub type Node = (char, u32, u32, u32, i128, Vec<u8>);
 /// What a tree looks like, by relative path ("" is the root).
 pub type Shape = BTreeMap<PathBuf, Node>;
 
+/// The top-level names the mover keeps in a volume for itself.
+pub const MOVER_NAMES: [&str; 5] = [
+    ".hellostateful-staging",
+    ".hellostateful-old",
+    ".hellostateful-journal",
+    ".hellostateful-journal.tmp",
+    ".hellostateful-lock",
+];
+
 /// Describes every entry under `root` (and `root` itself as ""), skipping the mover's
-/// reserved top-level names.
+/// own top-level names.
 pub fn shape(root: &Path) -> Shape {
     let mut out = Shape::new();
     let walk = walkdir::WalkDir::new(root)
         .sort_by_file_name()
         .into_iter()
         .filter_entry(|e| {
-            !(e.depth() == 1
-                && e.file_name()
-                    .to_string_lossy()
-                    .starts_with(".hellostateful-"))
+            !(e.depth() == 1 && MOVER_NAMES.contains(&e.file_name().to_string_lossy().as_ref()))
         });
     for entry in walk {
         let entry = entry.expect("walk");
@@ -63,7 +69,7 @@ pub fn leftovers(volume: &Path) -> Vec<String> {
     fs::read_dir(volume)
         .expect("read_dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".hellostateful-") && n != ".hellostateful-lock")
+        .filter(|n| MOVER_NAMES.contains(&n.as_str()) && n != ".hellostateful-lock")
         .collect()
 }
 
