@@ -27,7 +27,7 @@ use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
-use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED, SourceStamp};
+use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED, SourceStamp, Xattrs};
 use crate::names::{App, BackupId};
 use crate::swap;
 use crate::volumes;
@@ -284,8 +284,11 @@ struct FileJob {
 }
 
 enum FileOutcome {
+    /// Unchanged: a hard link to the previous snapshot's copy.
     Linked(Entry),
     Copied(Entry),
+    /// Another path of a file copied in this snapshot: a hard link to that copy.
+    HardLink(Entry),
     Vanished,
 }
 
@@ -297,15 +300,26 @@ impl ReplicaCopy<'_> {
         // the files in parallel. `slots` keeps manifest order = walk order.
         let mut slots: Vec<Option<Entry>> = Vec::new();
         let mut jobs = Vec::new();
-        let mut dirs: Vec<(PathBuf, Meta)> = Vec::new();
+        let mut dirs: Vec<(PathBuf, Meta, Xattrs)> = Vec::new();
+        // Files with several links: the first path found is copied, the others become
+        // links to it (as `rsync -H` and restic keep them). Values index `jobs`.
+        let mut first_links: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut links: Vec<(FileJob, usize)> = Vec::new();
         self.source.walk(swap::is_reserved, |rel, lstat| {
             let path = self.source.join(rel);
             match lstat.kind {
                 FileType::Directory => {
                     let meta = meta_of(lstat, &path)?;
+                    let xattrs = match self.source.open_dir(rel) {
+                        Ok(dir) => fsops::read_xattrs(&dir, &path)?,
+                        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Xattrs::new(),
+                        Err(e) => return Err(e),
+                    };
                     self.dest.make_dir(rel)?;
-                    slots.push(Some(Entry::new(rel, Kind::Dir, 0, meta)));
-                    dirs.push((rel.to_owned(), meta));
+                    let mut entry = Entry::new(rel, Kind::Dir, 0, meta);
+                    entry.xattrs.clone_from(&xattrs);
+                    slots.push(Some(entry));
+                    dirs.push((rel.to_owned(), meta, xattrs));
                 }
                 FileType::Symlink => {
                     let target = match self.source.read_link(rel) {
@@ -325,12 +339,21 @@ impl ReplicaCopy<'_> {
                     ));
                 }
                 FileType::RegularFile => {
-                    jobs.push(FileJob {
+                    let job = FileJob {
                         slot: slots.len(),
                         rel: rel.to_owned(),
                         lstat: *lstat,
-                    });
+                    };
                     slots.push(None);
+                    let first = (lstat.nlink > 1).then(|| {
+                        first_links
+                            .entry((lstat.dev, lstat.ino))
+                            .or_insert(jobs.len())
+                    });
+                    match first {
+                        Some(&mut first) if first != jobs.len() => links.push((job, first)),
+                        _ => jobs.push(job),
+                    }
                 }
                 _ => crate::warn(format!(
                     "skipping {}: sockets, fifos and device files are not backed up",
@@ -341,30 +364,30 @@ impl ReplicaCopy<'_> {
         })?;
         let copied = fsops::par_map(&jobs, |job, buf| self.file(job, buf))?;
         for (job, outcome) in jobs.iter().zip(copied) {
-            let entry = match outcome {
-                FileOutcome::Linked(entry) => {
-                    totals.linked_files += 1;
-                    entry
-                }
-                FileOutcome::Copied(entry) => {
-                    totals.new_bytes += entry.size;
-                    if entry.inconsistent {
-                        totals
-                            .inconsistent
-                            .push(format!("{}/{}", self.ordinal, job.rel.display()));
-                    }
-                    entry
-                }
-                FileOutcome::Vanished => continue,
+            slots[job.slot] = self.count(job, outcome, totals);
+        }
+        let mut buf = Vec::new();
+        for (job, first) in &links {
+            let first = &jobs[*first];
+            let outcome = match slots[first.slot].as_ref() {
+                Some(entry) => self.link_within(job, first, entry)?,
+                None => None,
             };
-            totals.files += 1;
-            totals.bytes += entry.size;
-            slots[job.slot] = Some(entry);
+            let outcome = match outcome {
+                Some(outcome) => outcome,
+                // The first path vanished, or this one is no longer the same inode.
+                None => self.file(job, &mut buf)?,
+            };
+            slots[job.slot] = self.count(job, outcome, totals);
         }
         // Children before parents: setting a directory's mtime must come after its
         // contents are written, and a read-only mode after its children are created.
-        for (rel, meta) in dirs.iter().rev() {
-            self.dest.open_dir(rel)?.set_meta(meta)?;
+        for (rel, meta, xattrs) in dirs.iter().rev() {
+            let dir = self.dest.open_dir(rel)?;
+            dir.set_meta(meta)?;
+            // The manifest keeps them; a target that refuses some only loses them from
+            // the browsable copy.
+            fsops::write_xattrs(&dir, xattrs, dir.path())?;
         }
         self.dest.set_meta(&root)?;
         Ok(Replica {
@@ -372,6 +395,59 @@ impl ReplicaCopy<'_> {
             root,
             entries: slots.into_iter().flatten().collect(),
         })
+    }
+
+    /// Adds a file's outcome to the totals; returns its entry.
+    fn count(&self, job: &FileJob, outcome: FileOutcome, totals: &mut Totals) -> Option<Entry> {
+        let entry = match outcome {
+            FileOutcome::Linked(entry) => {
+                totals.linked_files += 1;
+                entry
+            }
+            FileOutcome::Copied(entry) => {
+                totals.new_bytes += entry.size;
+                if entry.inconsistent {
+                    totals
+                        .inconsistent
+                        .push(format!("{}/{}", self.ordinal, job.rel.display()));
+                }
+                entry
+            }
+            FileOutcome::HardLink(entry) => entry,
+            FileOutcome::Vanished => return None,
+        };
+        totals.files += 1;
+        totals.bytes += entry.size;
+        Some(entry)
+    }
+
+    /// Makes `job` a hard link to the copy of `first`, the path of the same inode that was
+    /// copied, if it still is that inode (it may have been replaced since the walk).
+    fn link_within(
+        &self,
+        job: &FileJob,
+        first: &FileJob,
+        copied: &Entry,
+    ) -> Result<Option<FileOutcome>> {
+        let now = match self.source.lstat(&job.rel) {
+            Ok(now) => now,
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                vanished(&self.source.join(&job.rel));
+                return Ok(Some(FileOutcome::Vanished));
+            }
+            Err(e) => return Err(e),
+        };
+        if (now.dev, now.ino) != (first.lstat.dev, first.lstat.ino) || copied.inconsistent {
+            return Ok(None);
+        }
+        self.dest.hard_link(&first.rel, &self.dest, &job.rel)?;
+        let mut entry =
+            Entry::new(&job.rel, Kind::File, copied.size, copied.meta).with_hard_link(&first.rel);
+        entry.blake3.clone_from(&copied.blake3);
+        entry.source = copied.source;
+        entry.sparse = copied.sparse;
+        entry.xattrs.clone_from(&copied.xattrs);
+        Ok(Some(FileOutcome::HardLink(entry)))
     }
 
     fn file(&self, job: &FileJob, buf: &mut Vec<u8>) -> Result<FileOutcome> {
@@ -402,6 +478,8 @@ impl ReplicaCopy<'_> {
             }
             let dst = self.dest.create_file(&job.rel)?;
             let copied = fsops::copy_into(&src, dst, &from, &to, buf, has_holes(&before))?;
+            // Read between the two fstats: a change to them moves the ctime.
+            let xattrs = fsops::read_xattrs(&src, &from)?;
             let after = Inode::of(&src, &from)?;
             let consistent = match check_copy(&before, &after, copied.len) {
                 CopyCheck::Consistent => true,
@@ -441,7 +519,9 @@ impl ReplicaCopy<'_> {
             };
             let meta = meta_of(&before, &from)?;
             fsops::apply_meta_fd(&copied.file, &meta, &to)?;
+            fsops::write_xattrs(&copied.file, &xattrs, &to)?;
             let mut entry = Entry::new(&job.rel, Kind::File, copied.len, meta);
+            entry.xattrs = xattrs;
             entry.blake3 = Some(copied.hash.to_hex().to_string());
             entry.source = Some(fsops::stamp_of(&before, &from)?);
             entry.inconsistent = !consistent;
@@ -494,6 +574,7 @@ impl ReplicaCopy<'_> {
         entry.blake3.clone_from(&previous.blake3);
         entry.source = Some(stamp);
         entry.sparse = previous.sparse;
+        entry.xattrs.clone_from(&previous.xattrs);
         Ok(Some(entry))
     }
 }
@@ -545,6 +626,7 @@ mod tests {
             gid: 1,
             size,
             blocks: size.div_ceil(512),
+            nlink: 1,
             mtime,
             mtime_nsec: 0,
             ctime,

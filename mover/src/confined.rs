@@ -45,6 +45,8 @@ pub(crate) struct Inode {
     pub size: u64,
     /// 512-byte blocks allocated: fewer than the size takes means holes.
     pub blocks: u64,
+    /// Hard links to the inode.
+    pub nlink: u64,
     pub mtime: i64,
     pub mtime_nsec: u32,
     /// Status change time: moves on every write, chmod, chown, rename and `utimens`, and
@@ -66,6 +68,7 @@ impl Inode {
             gid: st.st_gid,
             size: st.st_size as u64,
             blocks: st.st_blocks as u64,
+            nlink: st.st_nlink as u64,
             mtime: st.st_mtime as i64,
             mtime_nsec: st.st_mtime_nsec as u32,
             ctime: st.st_ctime as i64,
@@ -163,6 +166,13 @@ pub(crate) struct Dir {
     fd: OwnedFd,
     /// For messages only: never used to reach the directory.
     path: PathBuf,
+}
+
+// For calls on the directory itself (metadata, extended attributes): nothing is resolved.
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl Dir {

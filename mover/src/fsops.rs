@@ -10,12 +10,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
-use rustix::fs::{Mode, SeekFrom, Timespec, Timestamps};
+use rustix::fs::{Mode, SeekFrom, Timespec, Timestamps, XattrFlags};
 use rustix::io::Errno;
 
 use crate::confined::Inode;
 use crate::error::{MoverError, Result, io_err};
-use crate::manifest::{Meta, SourceStamp};
+use crate::manifest::{Meta, SourceStamp, Xattrs, from_hex, to_hex};
 
 /// Size of each worker's scratch buffer: files are read, hashed and written in chunks of
 /// this size.
@@ -90,6 +90,75 @@ pub(crate) fn apply_meta_fd(fd: impl AsFd, meta: &Meta, path: &Path) -> Result<b
     rustix::fs::futimens(fd, &timestamps(meta))
         .map_err(|e| io_err("set the modification time of", path)(e.into()))?;
     Ok(owned)
+}
+
+/// The extended attributes of an open file or directory (POSIX ACLs among them). One
+/// `flistxattr` when there are none; a filesystem without them has none.
+pub(crate) fn read_xattrs(fd: impl AsFd, path: &Path) -> Result<Xattrs> {
+    let failed = |e: Errno| io_err("read the extended attributes of", path)(e.into());
+    let mut names = vec![0u8; 1024];
+    let len = loop {
+        match rustix::fs::flistxattr(&fd, &mut names[..]) {
+            Ok(len) => break len,
+            Err(Errno::NOTSUP) => return Ok(Xattrs::new()),
+            Err(Errno::RANGE) => {
+                let needed = rustix::fs::flistxattr_query(&fd).map_err(failed)?;
+                names.resize(needed.max(names.len() * 2), 0);
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    };
+    let mut xattrs = Xattrs::new();
+    for name in names[..len].split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let Ok(text) = std::str::from_utf8(name) else {
+            crate::warn(format!(
+                "{}: skipping an extended attribute whose name is not UTF-8",
+                path.display()
+            ));
+            continue;
+        };
+        let value = loop {
+            let size = match rustix::fs::fgetxattr_query(&fd, name) {
+                Ok(size) => size,
+                // Removed since it was listed.
+                Err(Errno::NODATA) => break None,
+                Err(e) => return Err(failed(e)),
+            };
+            let mut value = vec![0u8; size];
+            match rustix::fs::fgetxattr(&fd, name, &mut value[..]) {
+                Ok(len) => {
+                    value.truncate(len);
+                    break Some(value);
+                }
+                // Grew since it was measured.
+                Err(Errno::RANGE) => {}
+                Err(Errno::NODATA) => break None,
+                Err(e) => return Err(failed(e)),
+            }
+        };
+        if let Some(value) = value {
+            xattrs.insert(text.to_owned(), to_hex(&value));
+        }
+    }
+    Ok(xattrs)
+}
+
+/// Sets `xattrs` on an open file or directory. Returns the names this filesystem or this
+/// process may not set (`security.*` without privilege, no xattr support), for one
+/// warning; other failures are errors.
+pub(crate) fn write_xattrs(fd: impl AsFd, xattrs: &Xattrs, path: &Path) -> Result<Vec<String>> {
+    let mut refused = Vec::new();
+    for (name, value) in xattrs {
+        let value = from_hex(value).unwrap_or_default();
+        match rustix::fs::fsetxattr(&fd, name.as_str(), &value, XattrFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::PERM | Errno::ACCESS | Errno::NOTSUP | Errno::INVAL) => {
+                refused.push(name.clone());
+            }
+            Err(e) => return Err(io_err("set the extended attributes of", path)(e.into())),
+        }
+    }
+    Ok(refused)
 }
 
 /// Result of copying one file.

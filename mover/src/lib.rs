@@ -40,7 +40,7 @@ pub use catalog::{
 };
 pub use error::{MoverError, Result, SWAP_INTERRUPTED};
 pub use fault::{FAULT_ENV, TRACE_ENV};
-pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp};
+pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp, Xattrs};
 pub use names::{App, BackupId, Selector};
 pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
 pub use verify::{VerifyReport, verify};

@@ -6,7 +6,7 @@
 //! It carries a checksum of itself so that a hand-edited manifest is refused rather than
 //! trusted, and every path in it is checked to stay inside the snapshot.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -155,7 +155,20 @@ pub struct Entry {
     /// The file has holes, kept as holes in the snapshot and on restore (files only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sparse: bool,
+    /// A hard link to this earlier file entry of the same replica (files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_link: Option<String>,
+    /// The hard link's path in hex, when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_link_hex: Option<String>,
+    /// Extended attributes (POSIX ACLs are `system.posix_acl_access` and
+    /// `system.posix_acl_default`): name to value in hex (files and directories).
+    #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
+    pub xattrs: Xattrs,
 }
+
+/// Extended attributes: name to value in hex.
+pub type Xattrs = BTreeMap<String, String>;
 
 /// Identity and status-change time of a live file when it was backed up. Together with
 /// size, mode, owner and mtime they must all be unchanged for a file to be linked from
@@ -185,6 +198,9 @@ impl Entry {
             source: None,
             inconsistent: false,
             sparse: false,
+            hard_link: None,
+            hard_link_hex: None,
+            xattrs: Xattrs::new(),
         }
     }
 
@@ -194,6 +210,19 @@ impl Entry {
         self.target = text;
         self.target_hex = hex;
         self
+    }
+
+    /// Makes this entry a hard link to the file entry `first`.
+    pub(crate) fn with_hard_link(mut self, first: &Path) -> Self {
+        let (text, hex) = encode(first.as_os_str());
+        self.hard_link = text;
+        self.hard_link_hex = hex;
+        self
+    }
+
+    /// The earlier file entry this one is a hard link to, if any.
+    pub fn hard_link_to(&self) -> Option<PathBuf> {
+        decode(self.hard_link.as_deref(), self.hard_link_hex.as_deref())
     }
 
     /// The relative path. Only valid on entries of a manifest that passed [`Manifest::load`]
@@ -211,10 +240,7 @@ impl Entry {
 fn encode(name: &OsStr) -> (Option<String>, Option<String>) {
     match name.to_str() {
         Some(text) => (Some(text.to_owned()), None),
-        None => (
-            None,
-            Some(name.as_bytes().iter().map(|b| format!("{b:02x}")).collect()),
-        ),
+        None => (None, Some(to_hex(name.as_bytes()))),
     }
 }
 
@@ -222,16 +248,22 @@ fn decode(text: Option<&str>, hex: Option<&str>) -> Option<PathBuf> {
     if let Some(text) = text {
         return Some(PathBuf::from(text));
     }
-    let hex = hex?.as_bytes();
-    if hex.len() % 2 != 0 {
+    Some(PathBuf::from(OsString::from_vec(from_hex(hex?)?)))
+}
+
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    let hex = hex.as_bytes();
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16);
-    let bytes = hex
-        .chunks(2)
+    hex.chunks(2)
         .map(|pair| Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8))
-        .collect::<Option<Vec<u8>>>()?;
-    Some(PathBuf::from(OsString::from_vec(bytes)))
+        .collect()
 }
 
 impl Manifest {
@@ -317,6 +349,9 @@ impl Manifest {
 /// An entry below a symlink entry would otherwise be written through that symlink.
 fn check_tree(replica: &Replica) -> std::result::Result<(), String> {
     let mut kinds: HashMap<PathBuf, Kind> = HashMap::new();
+    // Files a later entry may be a hard link to: not links themselves, so that a restore
+    // links to a file it has written.
+    let mut linkable: HashSet<PathBuf> = HashSet::new();
     for entry in &replica.entries {
         let rel = check_entry(entry)?;
         if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -334,6 +369,18 @@ fn check_tree(replica: &Replica) -> std::result::Result<(), String> {
                     ));
                 }
             }
+        }
+        if entry.hard_link.is_some() || entry.hard_link_hex.is_some() {
+            let first = entry
+                .hard_link_to()
+                .ok_or_else(|| format!("hard link {rel:?} has an invalid target"))?;
+            if entry.kind != Kind::File || !linkable.contains(&first) {
+                return Err(format!(
+                    "entry {rel:?} is a hard link to {first:?}, which is not an earlier file entry"
+                ));
+            }
+        } else if entry.kind == Kind::File {
+            linkable.insert(rel.clone());
         }
         if kinds.insert(rel.clone(), entry.kind).is_some() {
             return Err(format!("entry {rel:?} appears twice"));
@@ -355,6 +402,11 @@ fn check_entry(entry: &Entry) -> std::result::Result<PathBuf, String> {
         .any(|c| c.is_empty() || c == b"." || c == b"..");
     if unsafe_component {
         return Err(format!("entry {rel:?} has an unsafe path"));
+    }
+    if entry.xattrs.values().any(|value| from_hex(value).is_none()) {
+        return Err(format!(
+            "entry {rel:?} has an extended attribute that is not hex"
+        ));
     }
     match entry.kind {
         Kind::File if entry.blake3.is_none() => Err(format!("file {rel:?} has no checksum")),
@@ -490,6 +542,26 @@ mod tests {
                 Some("not preceded by its parent"),
             ),
             (vec![dir("a"), file("a/../x")], Some("unsafe path")),
+            (
+                vec![file("x"), file("y").with_hard_link(Path::new("x"))],
+                None,
+            ),
+            (
+                vec![file("y").with_hard_link(Path::new("x")), file("x")],
+                Some("not an earlier file entry"),
+            ),
+            (
+                vec![dir("d"), file("y").with_hard_link(Path::new("d"))],
+                Some("not an earlier file entry"),
+            ),
+            (
+                vec![
+                    file("x"),
+                    file("y").with_hard_link(Path::new("x")),
+                    file("z").with_hard_link(Path::new("y")),
+                ],
+                Some("not an earlier file entry"),
+            ),
         ];
         for (entries, expected) in cases {
             let replica = Replica {

@@ -8,8 +8,10 @@
 //! touched) and made durable are the contents swapped in, all volumes or none (see
 //! `swap`).
 
+use std::collections::BTreeSet;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -137,11 +139,11 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     for (replica, volume) in &pairs {
         check_space(&snapshot, replica, volume)?;
     }
-    let unowned = AtomicBool::new(false);
+    let shortfalls = Shortfalls::default();
     let mut totals = (0u64, 0u64);
     let mut staged = Vec::new();
     for (replica, volume) in &pairs {
-        match stage(&snapshot, replica, volume, &unowned) {
+        match stage(&snapshot, replica, volume, &shortfalls) {
             Ok((bytes, files, staging)) => {
                 totals.0 += bytes;
                 totals.1 += files;
@@ -180,15 +182,9 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
         source: Box::new(e),
     })?;
     if !owned {
-        unowned.store(true, Ordering::Relaxed);
+        shortfalls.unowned.store(true, Ordering::Relaxed);
     }
-    if unowned.load(Ordering::Relaxed) {
-        crate::warn(
-            "not permitted to set file ownership (not running as root?): restored files \
-             belong to the restoring user"
-                .to_owned(),
-        );
-    }
+    shortfalls.warn();
     Ok(RestoreOutcome::Restored(RestoreReport {
         restored: true,
         id: snapshot.id.to_string(),
@@ -197,6 +193,36 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
         duration_ms: started.elapsed().as_millis() as u64,
         ordinals,
     }))
+}
+
+/// What a restore could not give back as it was, for one warning each.
+#[derive(Default)]
+struct Shortfalls {
+    /// Ownership could not be set (not root).
+    unowned: AtomicBool,
+    /// Extended attributes the volume's filesystem or this process refused.
+    refused_xattrs: Mutex<BTreeSet<String>>,
+}
+
+impl Shortfalls {
+    fn warn(&self) {
+        if self.unowned.load(Ordering::Relaxed) {
+            crate::warn(
+                "not permitted to set file ownership (not running as root?): restored files \
+                 belong to the restoring user"
+                    .to_owned(),
+            );
+        }
+        if let Ok(refused) = self.refused_xattrs.lock()
+            && !refused.is_empty()
+        {
+            crate::warn(format!(
+                "extended attributes not restored (not supported by this filesystem or not \
+                 permitted): {}",
+                refused.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
 }
 
 /// A restore writes a full copy beside the live data before swapping it in: refuse before
@@ -235,8 +261,12 @@ fn stage(
     snapshot: &Snapshot,
     replica: &Replica,
     volume: &Dir,
-    unowned: &AtomicBool,
+    shortfalls: &Shortfalls,
 ) -> Result<(u64, u64, Inode)> {
+    let Shortfalls {
+        unowned,
+        refused_xattrs,
+    } = shortfalls;
     let source = snapshot.handle.open_dir(replica.ordinal.to_string())?;
     volume.make_dir(swap::STAGING)?;
     let staging = volume.open_dir(swap::STAGING)?;
@@ -245,7 +275,15 @@ fn stage(
             unowned.store(true, Ordering::Relaxed);
         }
     };
+    let note_refused = |names: Vec<String>| {
+        if !names.is_empty()
+            && let Ok(mut refused) = refused_xattrs.lock()
+        {
+            refused.extend(names);
+        }
+    };
     let mut files: Vec<&Entry> = Vec::new();
+    let mut links: Vec<(&Entry, PathBuf)> = Vec::new();
     let mut dirs: Vec<&Entry> = Vec::new();
     for entry in &replica.entries {
         let rel = entry.rel_path();
@@ -259,7 +297,10 @@ fn stage(
                 staging.symlink(&target, &rel)?;
                 note_owner(staging.set_symlink_meta(&rel, &entry.meta)?);
             }
-            Kind::File => files.push(entry),
+            Kind::File => match entry.hard_link_to() {
+                Some(first) => links.push((entry, first)),
+                None => files.push(entry),
+            },
         }
     }
     let damaged = |rel: &PathBuf, problem: &str| MoverError::Damaged {
@@ -288,11 +329,23 @@ fn stage(
             return Err(damaged(&rel, "contents do not match the manifest checksum"));
         }
         note_owner(fsops::apply_meta_fd(&copied.file, &entry.meta, &to)?);
+        // After the chown, which clears security.capability.
+        note_refused(fsops::write_xattrs(&copied.file, &entry.xattrs, &to)?);
         Ok(())
     })?;
-    for entry in dirs.iter().rev() {
-        note_owner(staging.open_dir(entry.rel_path())?.set_meta(&entry.meta)?);
+    // The manifest was checked: each link's first path is a file entry written above.
+    for (entry, first) in &links {
+        staging.hard_link(first, &staging, &entry.rel_path())?;
     }
-    let bytes = files.iter().map(|e| e.size).sum();
-    Ok((bytes, files.len() as u64, staging.stat()?))
+    for entry in dirs.iter().rev() {
+        let dir = staging.open_dir(entry.rel_path())?;
+        note_owner(dir.set_meta(&entry.meta)?);
+        note_refused(fsops::write_xattrs(&dir, &entry.xattrs, dir.path())?);
+    }
+    let bytes = files
+        .iter()
+        .chain(links.iter().map(|(e, _)| e))
+        .map(|e| e.size)
+        .sum();
+    Ok((bytes, (files.len() + links.len()) as u64, staging.stat()?))
 }

@@ -130,3 +130,117 @@ fn holes_stay_holes_in_the_snapshot_and_on_restore() {
         }
     }
 }
+
+#[test]
+fn hard_links_within_a_volume_stay_links_in_the_snapshot_and_on_restore() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = tmp.path().join("src");
+    let volume = source.join("0");
+    fs::create_dir_all(volume.join("dir/deeper")).expect("mkdir");
+    fs::write(volume.join("a"), b"shared by two").expect("write");
+    fs::hard_link(volume.join("a"), volume.join("dir/b")).expect("link");
+    fs::write(volume.join("c"), vec![7u8; 3 << 20]).expect("write");
+    fs::hard_link(volume.join("c"), volume.join("dir/c2")).expect("link");
+    fs::hard_link(volume.join("c"), volume.join("dir/deeper/c3")).expect("link");
+    fs::write(volume.join("alone"), b"one link").expect("write");
+
+    let dest = round_trip(tmp.path(), &source);
+    let backup = app(&tmp.path().join("backup"));
+    let id = hellostateful_mover::list(&backup).expect("list")[0]
+        .id
+        .clone();
+    let snapshot = backup.dir().join(&id).join("0");
+    let ino = |root: &Path, rel: &str| fs::metadata(root.join(rel)).expect("stat").ino();
+    for root in [&snapshot, &dest.join("0")] {
+        assert_eq!(ino(root, "a"), ino(root, "dir/b"), "{}", root.display());
+        assert_eq!(ino(root, "c"), ino(root, "dir/c2"));
+        assert_eq!(ino(root, "c"), ino(root, "dir/deeper/c3"));
+        assert_ne!(ino(root, "a"), ino(root, "c"));
+        assert_eq!(
+            fs::read(root.join("dir/b")).expect("read"),
+            b"shared by two"
+        );
+    }
+    assert!(
+        shape(&dest.join("0")) == shape(&volume),
+        "not the same tree"
+    );
+    // The 3 MiB file was copied once.
+    let report = hellostateful_mover::backup(&backup, &backup_opts(&source)).expect("again");
+    assert_eq!(report.files, 6);
+}
+
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut value = vec![0u8; 4096];
+    let len = rustix::fs::getxattr(path, name, &mut value[..]).ok()?;
+    value.truncate(len);
+    Some(value)
+}
+
+/// A POSIX ACL as the kernel stores it: version 2, then (tag, perm, id) entries.
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut bytes = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        bytes.extend(tag.to_le_bytes());
+        bytes.extend(perm.to_le_bytes());
+        bytes.extend(id.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn extended_attributes_and_acls_come_back() {
+    use rustix::fs::XattrFlags;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = tmp.path().join("src");
+    let volume = source.join("0");
+    fs::create_dir_all(volume.join("shared")).expect("mkdir");
+    fs::write(volume.join("doc"), b"with attributes").expect("write");
+    const ANY: u32 = u32::MAX;
+    // user::rw-, user:1234:r--, group::r--, mask::r--, other::---
+    let access = acl(&[
+        (0x01, 6, ANY),
+        (0x02, 4, 1234),
+        (0x04, 4, ANY),
+        (0x10, 4, ANY),
+        (0x20, 0, ANY),
+    ]);
+    // default: user::rwx, group::r-x, other::---
+    let default = acl(&[(0x01, 7, ANY), (0x04, 5, ANY), (0x20, 0, ANY)]);
+    let set = |path: &Path, name: &str, value: &[u8]| {
+        rustix::fs::setxattr(path, name, value, XattrFlags::empty())
+    };
+    if set(&volume.join("doc"), "user.origin", b"scanner-7").is_err() {
+        eprintln!("SKIPPED: this filesystem has no user extended attributes");
+        return;
+    }
+    set(&volume.join("shared"), "user.team", b"\x00binary\xff").expect("dir xattr");
+    set(&volume.join("doc"), "system.posix_acl_access", &access).expect("acl");
+    set(&volume.join("shared"), "system.posix_acl_default", &default).expect("default acl");
+    let mode_with_acl = fs::metadata(volume.join("doc")).expect("stat").mode() & 0o777;
+
+    let dest = round_trip(tmp.path(), &source);
+    let backup = app(&tmp.path().join("backup"));
+    let id = hellostateful_mover::list(&backup).expect("list")[0]
+        .id
+        .clone();
+    for root in [backup.dir().join(&id).join("0"), dest.join("0")] {
+        for (rel, name) in [
+            ("doc", "user.origin"),
+            ("doc", "system.posix_acl_access"),
+            ("shared", "user.team"),
+            ("shared", "system.posix_acl_default"),
+        ] {
+            assert_eq!(
+                xattr(&root.join(rel), name),
+                xattr(&volume.join(rel), name),
+                "{name} of {}",
+                root.join(rel).display()
+            );
+        }
+    }
+    assert_eq!(
+        fs::metadata(dest.join("0/doc")).expect("stat").mode() & 0o777,
+        mode_with_acl
+    );
+}
