@@ -122,18 +122,14 @@ pub(crate) fn load(app_dir: &Dir, id: &BackupId) -> Result<Snapshot> {
 
 /// Every complete snapshot, newest first. Snapshot-named directories whose manifest is
 /// missing or invalid are not complete: they are reported on stderr and skipped.
-pub fn complete_snapshots(app: &App) -> Result<Vec<Snapshot>> {
-    match open_app_dir(app)? {
-        Some(app_dir) => complete_in(&app_dir),
-        None => Ok(Vec::new()),
-    }
-}
-
-fn complete_in(app_dir: &Dir) -> Result<Vec<Snapshot>> {
+/// The complete snapshots (their manifests load and check), newest first, each summed up
+/// in a line. Manifests are loaded one at a time and dropped: memory holds one snapshot's
+/// entries, however many snapshots there are.
+fn complete_in(app_dir: &Dir) -> Result<Vec<(BackupId, SnapshotInfo)>> {
     let mut out = Vec::new();
     for id in snapshot_ids(app_dir)?.into_iter().rev() {
         match load(app_dir, &id) {
-            Ok(snapshot) => out.push(snapshot),
+            Ok(snapshot) => out.push((id, SnapshotInfo::from(&snapshot))),
             Err(e) => crate::warn(format!("skipping backup {id}: {}", crate::chain(&e))),
         }
     }
@@ -186,9 +182,12 @@ pub fn list(app: &App) -> Result<Vec<SnapshotInfo>> {
             incomplete.join(", ")
         ));
     }
-    Ok(complete_snapshots(app)?
-        .iter()
-        .map(SnapshotInfo::from)
+    let Some(app_dir) = open_app_dir(app)? else {
+        return Ok(Vec::new());
+    };
+    Ok(complete_in(&app_dir)?
+        .into_iter()
+        .map(|(_, info)| info)
         .collect())
 }
 
@@ -274,17 +273,17 @@ pub(crate) fn prune_locked(app_dir: &Dir, keep_last: u32) -> Result<PruneOutcome
     let keep = (keep_last as usize).min(complete.len());
     let (kept, old) = complete.split_at(keep);
     let mut pruned = Vec::new();
-    for snapshot in old {
+    for (id, _) in old {
         // Rename first: a prune killed mid-delete leaves a `.del-*` directory that is not
         // listed and is removed by the next run, never a partial snapshot.
-        let doomed = format!("{DEL_PREFIX}{}", snapshot.id);
-        app_dir.durable_rename(snapshot.id.as_str(), app_dir, &doomed)?;
+        let doomed = format!("{DEL_PREFIX}{id}");
+        app_dir.durable_rename(id.as_str(), app_dir, &doomed)?;
         app_dir.remove_tree(&doomed)?;
-        pruned.push(snapshot.id.to_string());
+        pruned.push(id.to_string());
     }
     Ok(PruneOutcome {
         pruned,
-        kept: kept.iter().map(|s| s.id.to_string()).collect(),
+        kept: kept.iter().map(|(id, _)| id.to_string()).collect(),
         busy: false,
     })
 }

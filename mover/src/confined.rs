@@ -287,15 +287,20 @@ impl Dir {
         Ok(file)
     }
 
+    /// Opens `rel` for writing, created or truncated.
+    pub(crate) fn create_truncated(&self, rel: impl AsRef<Path>) -> Result<File> {
+        let rel = rel.as_ref();
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW;
+        self.resolve(rel, flags, Mode::from_raw_mode(0o644))
+            .map(File::from)
+            .map_err(fail("create", self.join(rel)))
+    }
+
     /// Writes `bytes` to `rel` (created or truncated) and fsyncs it.
     pub(crate) fn write_file(&self, rel: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
         let rel = rel.as_ref();
         let path = self.join(rel);
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW;
-        let mut file = self
-            .resolve(rel, flags, Mode::from_raw_mode(0o644))
-            .map(File::from)
-            .map_err(fail("create", &path))?;
+        let mut file = self.create_truncated(rel)?;
         file.write_all(bytes).map_err(io_err("write", &path))?;
         file.sync_all().map_err(io_err("fsync", &path))?;
         crate::fault::trace("fsync", &path);

@@ -35,8 +35,7 @@ mod volumes;
 
 pub use backup::{BackupOptions, BackupReport, backup};
 pub use catalog::{
-    PruneOutcome, PurgeOutcome, Snapshot, SnapshotInfo, complete_snapshots, incomplete, list,
-    prune, purge, resolve,
+    PruneOutcome, PurgeOutcome, Snapshot, SnapshotInfo, incomplete, list, prune, purge, resolve,
 };
 pub use error::{MoverError, Result, SWAP_INTERRUPTED};
 pub use fault::{FAULT_ENV, TRACE_ENV};

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
+use std::io::{BufReader, BufWriter};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -15,13 +16,15 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::confined::Dir;
-use crate::error::{MoverError, Result};
+use crate::error::{MoverError, Result, io_err};
 
 /// The manifest's file name inside a snapshot directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
-/// The format version this crate writes and reads.
-const FORMAT: u32 = 1;
+/// The format version this crate writes. Format 1 (read too) sealed a manifest with the
+/// checksum of its keys sorted, which needed a second copy of it in memory; format 2 seals
+/// it as written, hashed while serializing.
+const FORMAT: u32 = 2;
 
 /// The `result` of a snapshot that finished; only such snapshots are ever renamed into place.
 pub const SUCCEEDED: &str = "Succeeded";
@@ -267,14 +270,19 @@ pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
 }
 
 impl Manifest {
-    fn digest(&self) -> Result<String, serde_json::Error> {
-        let mut unsealed = serde_json::to_value(self)?;
-        if let Some(map) = unsealed.as_object_mut() {
-            map.insert("checksum".into(), serde_json::Value::String(String::new()));
-        }
-        Ok(blake3::hash(&serde_json::to_vec(&unsealed)?)
-            .to_hex()
-            .to_string())
+    /// blake3 of the manifest serialized with `checksum` empty.
+    fn digest(&mut self) -> Result<String, serde_json::Error> {
+        let checksum = std::mem::take(&mut self.checksum);
+        let digest = if self.format == 1 {
+            serde_json::to_value(&*self)
+                .and_then(|sorted| serde_json::to_vec(&sorted))
+                .map(|bytes| blake3::hash(&bytes))
+        } else {
+            let mut hasher = blake3::Hasher::new();
+            serde_json::to_writer(&mut hasher, &*self).map(|()| hasher.finalize())
+        };
+        self.checksum = checksum;
+        Ok(digest?.to_hex().to_string())
     }
 
     /// Writes the manifest, sealed with its own checksum, into `snapshot` and fsyncs it.
@@ -286,8 +294,13 @@ impl Manifest {
         };
         self.format = FORMAT;
         self.checksum = self.digest().map_err(json_err)?;
-        let text = serde_json::to_vec_pretty(self).map_err(json_err)?;
-        snapshot.write_file(MANIFEST_FILE, &text)?;
+        let mut file = BufWriter::new(snapshot.create_truncated(MANIFEST_FILE)?);
+        serde_json::to_writer_pretty(&mut file, self).map_err(json_err)?;
+        let file = file
+            .into_inner()
+            .map_err(|e| io_err("write", &path)(e.into_error()))?;
+        file.sync_all().map_err(io_err("fsync", &path))?;
+        crate::fault::trace("fsync", &path);
         crate::fault::step();
         Ok(())
     }
@@ -297,9 +310,9 @@ impl Manifest {
     /// restore can write without following anything (see [`check_tree`]).
     pub(crate) fn load(snapshot: &Dir, id: &str) -> Result<Self> {
         let path = &snapshot.join(MANIFEST_FILE);
-        let text = snapshot.read_file(MANIFEST_FILE)?;
-        let manifest: Manifest =
-            serde_json::from_slice(&text).map_err(|source| MoverError::ManifestParse {
+        let file = BufReader::new(snapshot.open_file(MANIFEST_FILE)?);
+        let mut manifest: Manifest =
+            serde_json::from_reader(file).map_err(|source| MoverError::ManifestParse {
                 path: path.to_owned(),
                 source,
             })?;
@@ -307,7 +320,7 @@ impl Manifest {
             path: path.to_owned(),
             reason,
         };
-        if manifest.format != FORMAT {
+        if !(1..=FORMAT).contains(&manifest.format) {
             return Err(invalid(format!("unknown format {}", manifest.format)));
         }
         let digest = manifest
@@ -482,6 +495,24 @@ mod tests {
         std::fs::write(&path, text.replace("\"size\": 3", "\"size\": 4")).expect("edit");
         let err = Manifest::load(&dir, "20261129T150102Z").expect_err("edited");
         assert!(err.to_string().contains("manifest.json"), "{err}");
+    }
+
+    #[test]
+    fn manifests_of_format_1_still_load() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = Dir::open_trusted(tmp.path()).expect("open");
+        let mut manifest = sample();
+        manifest.format = 1;
+        manifest.checksum = manifest.digest().expect("digest");
+        let text = serde_json::to_vec_pretty(&manifest).expect("json");
+        dir.write_file(MANIFEST_FILE, &text).expect("write");
+        let loaded = Manifest::load(&dir, "20261129T150102Z").expect("load");
+        assert_eq!(loaded.format, 1);
+        // Sealed the old way, it is refused the new way.
+        manifest.format = 2;
+        let text = serde_json::to_vec_pretty(&manifest).expect("json");
+        dir.write_file(MANIFEST_FILE, &text).expect("write");
+        assert!(Manifest::load(&dir, "20261129T150102Z").is_err());
     }
 
     #[test]

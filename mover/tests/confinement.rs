@@ -236,10 +236,9 @@ fn forge(app_dir: &Path, id: &str, edit: impl FnOnce(&mut Vec<Entry>)) {
     let mut manifest: Manifest =
         serde_json::from_slice(&fs::read(&path).expect("read")).expect("parse");
     edit(&mut manifest.replicas[0].entries);
+    // Sealed as format 2 seals: the compact JSON with the checksum empty.
     manifest.checksum = String::new();
-    let mut unsealed = serde_json::to_value(&manifest).expect("json");
-    unsealed["checksum"] = "".into();
-    let digest = blake3::hash(&serde_json::to_vec(&unsealed).expect("json"));
+    let digest = blake3::hash(&serde_json::to_vec(&manifest).expect("json"));
     manifest.checksum = digest.to_hex().to_string();
     fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
 }
