@@ -476,7 +476,7 @@ impl ReplicaCopy<'_> {
             if before.kind != FileType::RegularFile {
                 before.expect_same(&job.lstat, &from)?;
             }
-            let dst = self.dest.create_file(&job.rel)?;
+            let dst = self.dest.create_file(&job.rel, before.mode)?;
             let copied = fsops::copy_into(&src, dst, &from, &to, buf, has_holes(&before))?;
             // Read between the two fstats: a change to them moves the ctime.
             let xattrs = fsops::read_xattrs(&src, &from)?;
@@ -518,7 +518,7 @@ impl ReplicaCopy<'_> {
                 }
             };
             let meta = meta_of(&before, &from)?;
-            fsops::apply_meta_fd(&copied.file, &meta, &to)?;
+            fsops::apply_meta_new_file(&copied.file, &meta, &to)?;
             fsops::write_xattrs(&copied.file, &xattrs, &to)?;
             let mut entry = Entry::new(&job.rel, Kind::File, copied.len, meta);
             entry.xattrs = xattrs;

@@ -275,12 +275,14 @@ impl Dir {
             .map_err(fail("open", self.join(rel)))
     }
 
-    /// Creates the new file `rel` (mode 0600 until its metadata is applied).
-    pub(crate) fn create_file(&self, rel: impl AsRef<Path>) -> Result<File> {
+    /// Creates the new file `rel` with the permission bits `mode & 0o777` (less the umask).
+    /// It belongs to this process until its metadata is applied, so it is never more open
+    /// than the file it copies.
+    pub(crate) fn create_file(&self, rel: impl AsRef<Path>, mode: u32) -> Result<File> {
         let rel = rel.as_ref();
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         let file = self
-            .resolve(rel, flags, Mode::from_raw_mode(0o600))
+            .resolve(rel, flags, Mode::from_raw_mode(mode & 0o777))
             .map(File::from)
             .map_err(fail("create", self.join(rel)))?;
         crate::fault::trace("create", &self.join(rel));
@@ -678,7 +680,7 @@ mod tests {
         let through = Path::new("link/secret");
         assert_unsafe(root.open_file(through));
         assert_unsafe(root.open_dir("link"));
-        assert_unsafe(root.create_file("link/new"));
+        assert_unsafe(root.create_file("link/new", 0o600));
         assert_unsafe(root.make_dir("link/new"));
         assert_unsafe(root.lstat(through));
         assert_unsafe(root.symlink(Path::new("x"), Path::new("link/new")));

@@ -7,6 +7,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
@@ -90,6 +91,45 @@ pub(crate) fn apply_meta_fd(fd: impl AsFd, meta: &Meta, path: &Path) -> Result<b
     rustix::fs::futimens(fd, &timestamps(meta))
         .map_err(|e| io_err("set the modification time of", path)(e.into()))?;
     Ok(owned)
+}
+
+/// Applies `meta` to a file this process just made with [`crate::confined::Dir::create_file`]
+/// (mode `meta.mode & 0o777`), skipping the calls that would change nothing: the chown
+/// when the owner is already ours, the chmod when the creation mode survived the umask
+/// and there are no setuid, setgid or sticky bits. Returns what [`apply_meta_fd`] does.
+pub(crate) fn apply_meta_new_file(fd: impl AsFd, meta: &Meta, path: &Path) -> Result<bool> {
+    static CREATOR: OnceLock<(u32, u32, Option<u32>)> = OnceLock::new();
+    let &(uid, gid, umask) = CREATOR.get_or_init(|| {
+        (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+            current_umask(),
+        )
+    });
+    let owned = if (meta.uid, meta.gid) == (uid, gid) {
+        true
+    } else {
+        match rustix::fs::fchown(&fd, owner(meta), group(meta)) {
+            Ok(()) => true,
+            Err(e) if chown_not_permitted(e) => false,
+            Err(e) => return Err(io_err("set the owner of", path)(e.into())),
+        }
+    };
+    let masked = umask.is_none_or(|umask| meta.mode & 0o777 & umask != 0);
+    if masked || meta.mode & 0o7000 != 0 {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(meta.mode))
+            .map_err(|e| io_err("set the mode of", path)(e.into()))?;
+    }
+    rustix::fs::futimens(fd, &timestamps(meta))
+        .map_err(|e| io_err("set the modification time of", path)(e.into()))?;
+    Ok(owned)
+}
+
+/// The process's umask, read without changing it (`umask(2)` would, for every thread).
+fn current_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(line.trim(), 8).ok()
 }
 
 /// The extended attributes of an open file or directory (POSIX ACLs among them). One

@@ -317,7 +317,7 @@ fn stage(
             Err(e) => return Err(e),
         };
         let (from, to) = (source.join(&rel), staging.join(&rel));
-        let dst = staging.create_file(&rel)?;
+        let dst = staging.create_file(&rel, entry.meta.mode)?;
         let copied = fsops::copy_into(&src, dst, &from, &to, buf, entry.sparse)?;
         if copied.len != entry.size {
             return Err(damaged(
@@ -328,7 +328,7 @@ fn stage(
         if entry.blake3.as_deref() != Some(copied.hash.to_hex().as_str()) {
             return Err(damaged(&rel, "contents do not match the manifest checksum"));
         }
-        note_owner(fsops::apply_meta_fd(&copied.file, &entry.meta, &to)?);
+        note_owner(fsops::apply_meta_new_file(&copied.file, &entry.meta, &to)?);
         // After the chown, which clears security.capability.
         note_refused(fsops::write_xattrs(&copied.file, &entry.xattrs, &to)?);
         Ok(())

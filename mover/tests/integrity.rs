@@ -114,24 +114,34 @@ fn a_file_that_keeps_changing_is_kept_flagged_and_named() {
     fs::write(&busy, vec![7u8; 32 << 20]).expect("write");
     let app = app(&tmp.path().join("backup"));
 
-    let stop = AtomicBool::new(false);
-    let report = std::thread::scope(|s| {
-        let writer = s.spawn(|| {
-            let mut file = fs::OpenOptions::new()
-                .append(true)
-                .open(&busy)
-                .expect("open");
-            while !stop.load(Ordering::Relaxed) {
-                file.write_all(b"x").expect("append");
-            }
-        });
-        let report = hellostateful_mover::backup(&app, &backup_opts(&source));
-        stop.store(true, Ordering::Relaxed);
-        writer.join().expect("writer");
-        report
-    })
-    .expect("backup");
-
+    // The writer runs all through each backup; on a busy machine it may still be
+    // descheduled for a whole copy, which is then (rightly) consistent: back up again,
+    // until one backup saw it change in all three attempts.
+    let backup_while_written = || {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut file = fs::OpenOptions::new()
+                    .append(true)
+                    .open(&busy)
+                    .expect("open");
+                while !stop.load(Ordering::Relaxed) {
+                    file.write_all(b"x").expect("append");
+                }
+            });
+            let report = hellostateful_mover::backup(&app, &backup_opts(&source));
+            stop.store(true, Ordering::Relaxed);
+            writer.join().expect("writer");
+            report.expect("backup")
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let report = loop {
+        let report = backup_while_written();
+        if report.inconsistent > 0 || std::time::Instant::now() > deadline {
+            break report;
+        }
+    };
     assert_eq!(report.inconsistent, 1, "{report:?}");
     assert_eq!(report.inconsistent_files, vec!["0/busy.log".to_owned()]);
     let manifest = manifest(&app, &report.id);
@@ -139,7 +149,7 @@ fn a_file_that_keeps_changing_is_kept_flagged_and_named() {
     assert_eq!(entry(&manifest, "busy.log")["inconsistent"], true);
     assert!(entry(&manifest, "quiet").get("inconsistent").is_none());
     // What was kept is what the manifest describes.
-    assert_eq!(all_snapshots_verify(&app), 1);
+    assert!(all_snapshots_verify(&app) >= 1);
 
     // The JSON line the reconciler reads carries them.
     let target = tmp.path().join("backup");
