@@ -194,8 +194,8 @@ fn discard(app_dir: &Dir, tmp_name: &str) {
     }
 }
 
-/// Previous snapshot's files by (ordinal, relative path), for the quick check.
-type PreviousFiles<'a> = HashMap<(u32, PathBuf), &'a Entry>;
+/// One replica's files in the previous snapshot by relative path, for the quick check.
+type PreviousFiles<'a> = HashMap<PathBuf, &'a Entry>;
 
 /// The quick check: whether the live file (`now`, with `meta` and `stamp` taken from it)
 /// is the one `previous` recorded in a snapshot started at `recorded_at`. The inode
@@ -225,21 +225,20 @@ fn write_snapshot(
     volumes: &[(u32, Dir)],
     previous: Option<&Snapshot>,
 ) -> Result<(Vec<Replica>, Totals)> {
-    let previous_files: PreviousFiles = previous
-        .map(|p| {
-            p.manifest
-                .replicas
-                .iter()
-                .flat_map(|r| r.entries.iter().map(move |e| (r.ordinal, e)))
-                .filter(|(_, e)| e.kind == Kind::File)
-                .map(|(o, e)| ((o, e.rel_path()), e))
-                .collect()
-        })
-        .unwrap_or_default();
     let previous_start = previous.map(|p| p.manifest.start_time);
     let mut totals = Totals::default();
     let mut replicas = Vec::new();
     for (ordinal, source) in volumes {
+        let previous_files: PreviousFiles = previous
+            .and_then(|p| p.manifest.replicas.iter().find(|r| r.ordinal == *ordinal))
+            .map(|r| {
+                r.entries
+                    .iter()
+                    .filter(|e| e.kind == Kind::File)
+                    .map(|e| (e.rel_path(), e))
+                    .collect()
+            })
+            .unwrap_or_default();
         let name = ordinal.to_string();
         tmp.make_dir(&name)?;
         let previous = previous.and_then(|p| match p.handle.open_dir(&name) {
@@ -532,7 +531,7 @@ impl ReplicaCopy<'_> {
 
     /// Hard-links the file to the previous snapshot's copy if it passes the quick check.
     /// Linked files are never modified afterwards: their inode is shared. The previous
-    /// snapshot is tenant-writable too, so the link must be the regular file we looked at.
+    /// snapshot is tenant-writable too, so what got linked is checked after the link.
     fn link_unchanged(
         &self,
         job: &FileJob,
@@ -541,7 +540,7 @@ impl ReplicaCopy<'_> {
     ) -> Result<Option<Entry>> {
         let (Some(previous_dir), Some(previous), Some(recorded_at)) = (
             &self.previous,
-            self.previous_files.get(&(self.ordinal, job.rel.clone())),
+            self.previous_files.get(job.rel.as_path()),
             self.previous_start,
         ) else {
             return Ok(None);
@@ -549,13 +548,6 @@ impl ReplicaCopy<'_> {
         if !unchanged_since(previous, recorded_at, &job.lstat, &meta, &stamp) {
             return Ok(None);
         }
-        let old = match previous_dir.lstat(&job.rel) {
-            Ok(old) if old.kind == FileType::RegularFile && old.size == previous.size => old,
-            // Gone or not what the manifest says: copy instead.
-            Ok(_) => return Ok(None),
-            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => return Ok(None),
-            Err(e) => return Err(e),
-        };
         match previous_dir.hard_link(&job.rel, &self.dest, &job.rel) {
             Ok(()) => {}
             // Too many links to one inode, or the old copy is gone: copy instead.
@@ -567,9 +559,13 @@ impl ReplicaCopy<'_> {
             }
             Err(e) => return Err(e),
         }
-        self.dest
-            .lstat(&job.rel)?
-            .expect_same(&old, &previous_dir.join(&job.rel))?;
+        // Whatever was there is now linked (never followed): keep it only if it is a
+        // regular file of the recorded size, else copy instead.
+        let linked = self.dest.lstat(&job.rel)?;
+        if linked.kind != FileType::RegularFile || linked.size != previous.size {
+            self.dest.remove_file(&job.rel)?;
+            return Ok(None);
+        }
         let mut entry = Entry::new(&job.rel, Kind::File, job.lstat.size, meta);
         entry.blake3.clone_from(&previous.blake3);
         entry.source = Some(stamp);
