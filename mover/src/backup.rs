@@ -476,7 +476,11 @@ impl ReplicaCopy<'_> {
                 before.expect_same(&job.lstat, &from)?;
             }
             let dst = self.dest.create_file(&job.rel, before.mode)?;
-            let copied = fsops::copy_into(&src, dst, &from, &to, buf, has_holes(&before))?;
+            let layout = fsops::Layout {
+                size: before.size,
+                holes: has_holes(&before),
+            };
+            let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
             // Read between the two fstats: a change to them moves the ctime.
             let xattrs = fsops::read_xattrs(&src, &from)?;
             let after = Inode::of(&src, &from)?;

@@ -211,20 +211,34 @@ pub(crate) struct Copied {
     pub hash: blake3::Hash,
 }
 
+/// What is known of a file before it is copied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    /// Its size when last seen.
+    pub size: u64,
+    /// It takes fewer blocks than its size: it has holes.
+    pub holes: bool,
+}
+
 /// Copies everything readable from `src` into the new, empty file `dst` in one pass:
 /// each chunk is read once, hashed and written, so the checksum is of exactly what was
-/// written and nothing is read twice. With `holes` (the file has fewer blocks than its
-/// size) only its data segments are read and written (`SEEK_DATA`/`SEEK_HOLE`) and the
-/// holes stay holes, as `cp --sparse` and `rsync -S` keep them; they hash as zeros.
+/// written and nothing is read twice. A file with holes has only its data segments read
+/// and written (`SEEK_DATA`/`SEEK_HOLE`) and the holes stay holes, as `cp --sparse` and
+/// `rsync -S` keep them; they hash as zeros.
 pub(crate) fn copy_into(
     src: &File,
     mut dst: File,
     from: &Path,
     to: &Path,
     buf: &mut Vec<u8>,
-    holes: bool,
+    layout: Layout,
 ) -> Result<Copied> {
     buf.resize(BUF_SIZE, 0);
+    if layout.size > BUF_SIZE as u64 {
+        // A larger readahead window, as cp asks for; only advice, so a refusal is fine.
+        let _ = rustix::fs::fadvise(src, 0, None, rustix::fs::Advice::Sequential);
+    }
+    let holes = layout.holes;
     let mut hasher = blake3::Hasher::new();
     let len = if holes {
         copy_segments(src, &dst, &mut hasher, buf).map_err(|source| MoverError::Copy {

@@ -318,7 +318,11 @@ fn stage(
         };
         let (from, to) = (source.join(&rel), staging.join(&rel));
         let dst = staging.create_file(&rel, entry.meta.mode)?;
-        let copied = fsops::copy_into(&src, dst, &from, &to, buf, entry.sparse)?;
+        let layout = fsops::Layout {
+            size: entry.size,
+            holes: entry.sparse,
+        };
+        let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
         if copied.len != entry.size {
             return Err(damaged(
                 &rel,
