@@ -13,7 +13,9 @@ need_cluster
 
 RUNS=${BENCH_RUNS:-20}
 cargo build --quiet --release -p kubectl-hellostateful
-PLUGIN=$PWD/${CARGO_TARGET_DIR:-target}/release/kubectl-hellostateful
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+[[ $TARGET_DIR == /* ]] || TARGET_DIR=$PWD/$TARGET_DIR
+PLUGIN=$TARGET_DIR/release/kubectl-hellostateful
 KUBECTL=$(readlink -f "$(command -v kubectl)")
 command -v hyperfine >/dev/null || { apt-get update -qq >/dev/null && apt-get install -y -qq hyperfine >/dev/null; } || true
 
