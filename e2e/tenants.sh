@@ -172,6 +172,25 @@ test_symlink_swaps_in_the_app_never_leak_node_files_into_backups() {
   no_host_path_pods "$ns"
 }
 
+# Reseals a manifest as the mover seals format 2 (what a tenant who read our source can do):
+# blake3 of the compact JSON with an empty checksum, every key in the order the mover's
+# types serialize them (entries' keys are put back in that order after an edit).
+seal_manifest() {
+  python3 - "$1" <<'PY'
+import json, sys, blake3
+path = sys.argv[1]
+manifest = json.load(open(path))
+order = ["path", "pathHex", "type", "size", "mode", "uid", "gid", "mtime", "blake3", "target",
+         "targetHex", "source", "inconsistent", "sparse", "hardLink", "hardLinkHex", "xattrs"]
+for replica in manifest["replicas"]:
+    replica["entries"] = [{k: e[k] for k in order if k in e} for e in replica["entries"]]
+manifest["checksum"] = ""
+compact = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False)
+manifest["checksum"] = blake3.blake3(compact.encode()).hexdigest()
+json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+PY
+}
+
 test_a_forged_snapshot_beneath_a_symlink_is_refused_and_nothing_outside_is_written() {
   local ns kubeconfig id forged live
   tenant forge; ns=$TNS; kubeconfig=$TKC
@@ -184,7 +203,7 @@ test_a_forged_snapshot_beneath_a_symlink_is_refused_and_nothing_outside_is_writt
   # whose manifest (sealed correctly) has a symlink entry leading out, and a file beneath it.
   forged=29991231T000000Z
   python3 - "$BACKUP_ROOT/$ns/victim" "$id" "$forged" "$SECRET_DIR" <<'PY'
-import json, shutil, sys, blake3, os
+import json, shutil, sys, os
 root, real, forged, outside = sys.argv[1:]
 shutil.copytree(os.path.join(root, real), os.path.join(root, forged), symlinks=True)
 path = os.path.join(root, forged, "manifest.json")
@@ -197,10 +216,9 @@ link.update({"path": "escape", "type": "symlink", "size": len(outside), "target"
 planted = dict(template, path="escape/planted")
 entries += [link, planted]
 os.symlink(outside, os.path.join(root, forged, "0", "escape"))
-manifest["checksum"] = ""
-manifest["checksum"] = blake3.blake3(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+json.dump(manifest, open(path, "w"))
 PY
+  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged/manifest.json"
   live=$(data_dir "$ns" victim 0)
   [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
   status_contains "$ns" victim '{.status.restoreRequest.message}' "which is a symlink entry"
@@ -208,16 +226,15 @@ PY
   [[ $(cat "$live/keep") == live && ! -e $live/escape ]]
   # The same manifest with an entry listed twice is refused too.
   python3 - "$BACKUP_ROOT/$ns/victim/$forged/manifest.json" <<'PY'
-import json, sys, blake3
+import json, sys
 path = sys.argv[1]
 manifest = json.load(open(path))
 entries = [e for e in manifest["replicas"][0]["entries"] if not e["path"].startswith("escape")]
 entries.append(dict(entries[-1]))
 manifest["replicas"][0]["entries"] = entries
-manifest["checksum"] = ""
-manifest["checksum"] = blake3.blake3(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+json.dump(manifest, open(path, "w"))
 PY
+  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged/manifest.json"
   [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
   status_contains "$ns" victim '{.status.restoreRequest.message}' "twice"
   wait_for "app back on its own data" 120 app_ready "$ns" victim
