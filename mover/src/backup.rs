@@ -27,7 +27,7 @@ use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
-use crate::manifest::{Entry, Kind, Manifest, Meta, Replica, SUCCEEDED, SourceStamp, Xattrs};
+use crate::manifest::{self, Entry, Kind, Manifest, Meta, Replica, SUCCEEDED, SourceStamp, Xattrs};
 use crate::names::{App, BackupId};
 use crate::swap;
 use crate::volumes;
@@ -78,15 +78,11 @@ pub struct BackupReport {
     /// Snapshots deleted by `--keep-last`.
     pub pruned: Vec<String>,
     /// Files that kept changing while they were copied (kept as read, may be torn).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "manifest::is_zero")]
     pub inconsistent: u64,
     /// The first few of them, `<ordinal>/<path>`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inconsistent_files: Vec<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[derive(Debug, Default)]

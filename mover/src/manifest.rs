@@ -67,7 +67,7 @@ pub struct Manifest {
     pub checksum: String,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

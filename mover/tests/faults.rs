@@ -93,21 +93,11 @@ fn unreadable_file_fails_naming_it() {
 
     if rustix::process::geteuid().is_root() {
         // Root reads mode-000 files, so drop to `nobody` in a child process.
-        let out = common::child(&[
-            "backup",
-            "--source",
-            source.to_str().expect("utf8"),
-            "--target",
-            target.to_str().expect("utf8"),
-            "--namespace",
-            NS,
-            "--name",
-            NAME,
-        ])
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .expect("spawn");
+        let out = common::child(&cli_args("backup", "--source", &source, &target))
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("spawn");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
         assert!(
