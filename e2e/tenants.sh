@@ -172,22 +172,29 @@ test_symlink_swaps_in_the_app_never_leak_node_files_into_backups() {
   no_host_path_pods "$ns"
 }
 
-# Reseals a manifest as the mover seals format 2 (what a tenant who read our source can do):
-# blake3 of the compact JSON with an empty checksum, every key in the order the mover's
-# types serialize them (entries' keys are put back in that order after an edit).
+# Reseals a snapshot as the mover seals format 3 (what a tenant who read our source can
+# do): each replica's entries file (one compact JSON entry per line, keys in the order the
+# mover's types serialize them) recorded in the manifest with its count, size and blake3,
+# and the manifest sealed with the blake3 of its compact JSON with an empty checksum.
 seal_manifest() {
   python3 - "$1" <<'PY'
-import json, sys, blake3
-path = sys.argv[1]
+import json, os, sys, blake3
+snapshot = sys.argv[1]
+path = os.path.join(snapshot, "manifest.json")
 manifest = json.load(open(path))
 order = ["path", "pathHex", "type", "size", "mode", "uid", "gid", "mtime", "blake3", "target",
          "targetHex", "source", "inconsistent", "sparse", "hardLink", "hardLinkHex", "xattrs"]
+compact = lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 for replica in manifest["replicas"]:
-    replica["entries"] = [{k: e[k] for k in order if k in e} for e in replica["entries"]]
+    name = os.path.join(snapshot, f"entries-{replica['ordinal']}.jsonl")
+    entries = [json.loads(line) for line in open(name)]
+    data = "".join(compact({k: e[k] for k in order if k in e}) + "\n" for e in entries).encode()
+    open(name, "wb").write(data)
+    replica["entryFile"] = {"count": len(entries), "bytes": len(data),
+                            "blake3": blake3.blake3(data).hexdigest()}
 manifest["checksum"] = ""
-compact = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False)
-manifest["checksum"] = blake3.blake3(compact.encode()).hexdigest()
-json.dump(manifest, open(path, "w"), separators=(",", ":"), ensure_ascii=False)
+manifest["checksum"] = blake3.blake3(compact(manifest).encode()).hexdigest()
+open(path, "w").write(compact(manifest))
 PY
 }
 
@@ -200,7 +207,8 @@ test_a_forged_snapshot_beneath_a_symlink_is_refused_and_nothing_outside_is_writt
   [[ $(request "$ns" victim backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   id=$(jp "$ns" victim '{.status.backupRequest.backupId}')
   # What a tenant can write into its own backups through its own pods: a later snapshot
-  # whose manifest (sealed correctly) has a symlink entry leading out, and a file beneath it.
+  # whose manifest (sealed correctly) has a symlink entry leading out, and a file beneath
+  # it, both in path order as the mover lists them.
   forged=29991231T000000Z
   python3 - "$BACKUP_ROOT/$ns/victim" "$id" "$forged" "$SECRET_DIR" <<'PY'
 import json, shutil, sys, os
@@ -209,32 +217,33 @@ shutil.copytree(os.path.join(root, real), os.path.join(root, forged), symlinks=T
 path = os.path.join(root, forged, "manifest.json")
 manifest = json.load(open(path))
 manifest["id"] = forged
-entries = manifest["replicas"][0]["entries"]
+json.dump(manifest, open(path, "w"))
+entries_path = os.path.join(root, forged, "entries-0.jsonl")
+entries = [json.loads(line) for line in open(entries_path)]
 template = next(e for e in entries if e["type"] == "file")
 link = {k: v for k, v in template.items() if k not in ("blake3",)}
 link.update({"path": "escape", "type": "symlink", "size": len(outside), "target": outside})
 planted = dict(template, path="escape/planted")
 entries += [link, planted]
+entries.sort(key=lambda e: e["path"].encode().split(b"/"))
+open(entries_path, "w").write("".join(json.dumps(e) + "\n" for e in entries))
 os.symlink(outside, os.path.join(root, forged, "0", "escape"))
-json.dump(manifest, open(path, "w"))
 PY
-  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged/manifest.json"
+  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged"
   live=$(data_dir "$ns" victim 0)
   [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
   status_contains "$ns" victim '{.status.restoreRequest.message}' "which is a symlink entry"
   [[ ! -e $SECRET_DIR/planted && $(ls "$SECRET_DIR") == secret ]] || { ls -la "$SECRET_DIR"; return 1; }
   [[ $(cat "$live/keep") == live && ! -e $live/escape ]]
   # The same manifest with an entry listed twice is refused too.
-  python3 - "$BACKUP_ROOT/$ns/victim/$forged/manifest.json" <<'PY'
+  python3 - "$BACKUP_ROOT/$ns/victim/$forged/entries-0.jsonl" <<'PY'
 import json, sys
 path = sys.argv[1]
-manifest = json.load(open(path))
-entries = [e for e in manifest["replicas"][0]["entries"] if not e["path"].startswith("escape")]
+entries = [e for e in map(json.loads, open(path)) if not e["path"].startswith("escape")]
 entries.append(dict(entries[-1]))
-manifest["replicas"][0]["entries"] = entries
-json.dump(manifest, open(path, "w"))
+open(path, "w").write("".join(json.dumps(e) + "\n" for e in entries))
 PY
-  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged/manifest.json"
+  seal_manifest "$BACKUP_ROOT/$ns/victim/$forged"
   [[ $(request "$ns" victim restore "hello-stateful.example.com/restore-from=$forged") == Failed ]] || { on_fail "$ns"; return 1; }
   status_contains "$ns" victim '{.status.restoreRequest.message}' "twice"
   wait_for "app back on its own data" 120 app_ready "$ns" victim

@@ -13,7 +13,9 @@
 //! appends to a log all the time must still be backed up); the reconciler says so in the
 //! app's status and events.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as HashEntry;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
+use crate::entries::{self, Entries, EntryWriter};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
@@ -43,6 +46,10 @@ const CLOCK_SLACK: TimeDelta = TimeDelta::seconds(1);
 
 /// How many inconsistent files the report names (it must fit a termination message).
 const NAMED_INCONSISTENT: usize = 10;
+
+/// Entries walked before their files are copied and their lines written: memory holds
+/// one batch, however many files a volume has.
+const BATCH: usize = 4096;
 
 /// What to back up and how.
 #[derive(Debug, Clone)]
@@ -91,7 +98,9 @@ struct Totals {
     files: u64,
     new_bytes: u64,
     linked_files: u64,
-    inconsistent: Vec<String>,
+    inconsistent: u64,
+    /// The first few inconsistent files, `<ordinal>/<path>`.
+    inconsistent_named: Vec<String>,
 }
 
 /// Backs up every ordinal volume under `options.source` into a new snapshot of `app`.
@@ -132,7 +141,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
 
     let ordinals: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
     let mut manifest = Manifest {
-        format: 0,
+        format: manifest::FORMAT,
         id: id.to_string(),
         app: app.label(),
         result: SUCCEEDED.to_owned(),
@@ -143,7 +152,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         files: totals.files,
         new_bytes: totals.new_bytes,
         linked_files: totals.linked_files,
-        inconsistent_files: totals.inconsistent.len() as u64,
+        inconsistent_files: totals.inconsistent,
         ordinals: ordinals.clone(),
         replicas,
         checksum: String::new(),
@@ -171,12 +180,8 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         duration_ms: manifest.duration_ms,
         ordinals,
         pruned,
-        inconsistent: totals.inconsistent.len() as u64,
-        inconsistent_files: totals
-            .inconsistent
-            .into_iter()
-            .take(NAMED_INCONSISTENT)
-            .collect(),
+        inconsistent: totals.inconsistent,
+        inconsistent_files: totals.inconsistent_named,
     })
 }
 
@@ -189,9 +194,6 @@ fn discard(app_dir: &Dir, tmp_name: &str) {
         ));
     }
 }
-
-/// One replica's files in the previous snapshot by relative path, for the quick check.
-type PreviousFiles<'a> = HashMap<PathBuf, &'a Entry>;
 
 /// The quick check: whether the live file (`now`, with `meta` and `stamp` taken from it)
 /// is the one `previous` recorded in a snapshot started at `recorded_at`. The inode
@@ -216,6 +218,77 @@ fn unchanged_since(
         && settled(previous.meta.mtime)
 }
 
+/// One replica's files in the previous snapshot, for the quick check, looked up in walk
+/// order.
+enum PreviousFiles<'a> {
+    None,
+    /// Format 3: the entries file is in walk order, so it is read alongside the walk and
+    /// a lookup only moves forward (what was read is checked again after linking).
+    Stream {
+        entries: Entries<'a>,
+        next: Option<Box<Entry>>,
+    },
+    /// Formats 1 and 2: the entries were loaded whole; indexed by path.
+    Map(HashMap<PathBuf, &'a Entry>),
+}
+
+impl<'a> PreviousFiles<'a> {
+    fn open(snapshot: &'a Snapshot, replica: &'a Replica) -> Self {
+        match entries::read(&snapshot.handle, replica) {
+            Ok(Entries::Inline(inline)) => PreviousFiles::Map(
+                inline
+                    .filter(|e| e.kind == Kind::File)
+                    .map(|e| (e.rel_path(), e))
+                    .collect(),
+            ),
+            Ok(entries) => PreviousFiles::Stream {
+                entries,
+                next: None,
+            },
+            Err(e) => {
+                not_linking(&e);
+                PreviousFiles::None
+            }
+        }
+    }
+
+    /// The previous snapshot's entry of the file at `rel`, if it has one. Calls come in
+    /// walk order.
+    fn take(&mut self, rel: &Path) -> Option<Entry> {
+        let (entries, next) = match self {
+            PreviousFiles::None => return None,
+            PreviousFiles::Map(map) => return map.get(rel).map(|e| (*e).clone()),
+            PreviousFiles::Stream { entries, next } => (entries, next),
+        };
+        loop {
+            let candidate = match next.take().map(|e| Ok(*e)).or_else(|| entries.next()) {
+                None => return None,
+                Some(Ok(entry)) => entry,
+                Some(Err(e)) => {
+                    not_linking(&e);
+                    *self = PreviousFiles::None;
+                    return None;
+                }
+            };
+            match candidate.rel_path().as_path().cmp(rel) {
+                Ordering::Less => {}
+                Ordering::Equal => return (candidate.kind == Kind::File).then_some(candidate),
+                Ordering::Greater => {
+                    *next = Some(Box::new(candidate));
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+fn not_linking(e: &MoverError) {
+    crate::warn(format!(
+        "not linking to the previous backup (its files are copied again): {}",
+        crate::chain(e)
+    ));
+}
+
 fn write_snapshot(
     tmp: &Dir,
     volumes: &[(u32, Dir)],
@@ -225,26 +298,19 @@ fn write_snapshot(
     let mut totals = Totals::default();
     let mut replicas = Vec::new();
     for (ordinal, source) in volumes {
-        let previous_files: PreviousFiles = previous
-            .and_then(|p| p.manifest.replicas.iter().find(|r| r.ordinal == *ordinal))
-            .map(|r| {
-                r.entries
-                    .iter()
-                    .filter(|e| e.kind == Kind::File)
-                    .map(|e| (e.rel_path(), e))
-                    .collect()
+        let previous_files = previous
+            .and_then(|p| {
+                let replica = p.manifest.replicas.iter().find(|r| r.ordinal == *ordinal)?;
+                Some(PreviousFiles::open(p, replica))
             })
-            .unwrap_or_default();
+            .unwrap_or(PreviousFiles::None);
         let name = ordinal.to_string();
         tmp.make_dir(&name)?;
         let previous = previous.and_then(|p| match p.handle.open_dir(&name) {
             Ok(dir) => Some(dir),
             Err(e) => {
                 if e.io_kind() != Some(io::ErrorKind::NotFound) {
-                    crate::warn(format!(
-                        "not linking to the previous backup: {}",
-                        crate::chain(&e)
-                    ));
+                    not_linking(&e);
                 }
                 None
             }
@@ -254,10 +320,9 @@ fn write_snapshot(
             source,
             dest: tmp.open_dir(&name)?,
             previous,
-            previous_files: &previous_files,
             previous_start,
         };
-        replicas.push(copy.run(&mut totals)?);
+        replicas.push(copy.run(tmp, previous_files, &mut totals)?);
     }
     Ok((replicas, totals))
 }
@@ -267,15 +332,37 @@ struct ReplicaCopy<'a> {
     source: &'a Dir,
     dest: Dir,
     previous: Option<Dir>,
-    previous_files: &'a PreviousFiles<'a>,
     previous_start: Option<DateTime<Utc>>,
 }
 
-/// A regular file found by the walk, copied or linked in parallel afterwards.
+/// A regular file found by the walk, copied or linked with its batch.
 struct FileJob {
-    slot: usize,
     rel: PathBuf,
     lstat: Inode,
+    /// Its entry in the previous snapshot, if any.
+    previous: Option<Entry>,
+}
+
+/// What the walk found, in walk order, waiting for its batch to be written.
+enum Pending {
+    /// A directory or symlink, already made.
+    Done(Entry),
+    /// A regular file, copied (or linked from the previous snapshot) in parallel.
+    File(FileJob),
+    /// Another path of a multiply-linked file seen earlier: a hard link to its copy.
+    Link(FileJob),
+}
+
+/// One replica's copy between batches: what a batch needs from the ones before it.
+struct ReplicaState<'p> {
+    pending: Vec<Pending>,
+    /// The first path of each multiply-linked file, and its entry once written (`None`
+    /// before, or if it vanished). Only files with several links are held.
+    first_links: HashMap<(u64, u64), (PathBuf, Option<Entry>)>,
+    /// Directories, to set their metadata after their contents are written.
+    dirs: Vec<(PathBuf, Meta, Xattrs)>,
+    previous_files: PreviousFiles<'p>,
+    writer: EntryWriter,
 }
 
 enum FileOutcome {
@@ -288,18 +375,23 @@ enum FileOutcome {
 }
 
 impl ReplicaCopy<'_> {
-    fn run(&self, totals: &mut Totals) -> Result<Replica> {
+    /// Walks the volume and writes its copy and its entries file, a batch of files at a
+    /// time: memory holds one batch, not the volume's entries.
+    fn run(
+        &self,
+        snapshot: &Dir,
+        previous_files: PreviousFiles,
+        totals: &mut Totals,
+    ) -> Result<Replica> {
         let root = meta_of(&self.source.stat()?, self.source.path())?;
-
-        // Walk first (directories and symlinks are made as we go, in order), then copy
-        // the files in parallel. `slots` keeps manifest order = walk order.
-        let mut slots: Vec<Option<Entry>> = Vec::new();
-        let mut jobs = Vec::new();
-        let mut dirs: Vec<(PathBuf, Meta, Xattrs)> = Vec::new();
-        // Files with several links: the first path found is copied, the others become
-        // links to it (as `rsync -H` and restic keep them). Values index `jobs`.
-        let mut first_links: HashMap<(u64, u64), usize> = HashMap::new();
-        let mut links: Vec<(FileJob, usize)> = Vec::new();
+        let mut state = ReplicaState {
+            pending: Vec::new(),
+            first_links: HashMap::new(),
+            dirs: Vec::new(),
+            previous_files,
+            writer: EntryWriter::create(snapshot, self.ordinal)?,
+        };
+        let mut buf = Vec::new();
         self.source.walk(swap::is_reserved, |rel, lstat| {
             let path = self.source.join(rel);
             match lstat.kind {
@@ -313,8 +405,8 @@ impl ReplicaCopy<'_> {
                     self.dest.make_dir(rel)?;
                     let mut entry = Entry::new(rel, Kind::Dir, 0, meta);
                     entry.xattrs.clone_from(&xattrs);
-                    slots.push(Some(entry));
-                    dirs.push((rel.to_owned(), meta, xattrs));
+                    state.pending.push(Pending::Done(entry));
+                    state.dirs.push((rel.to_owned(), meta, xattrs));
                 }
                 FileType::Symlink => {
                     let target = match self.source.read_link(rel) {
@@ -329,55 +421,49 @@ impl ReplicaCopy<'_> {
                     self.dest.symlink(&target, rel)?;
                     self.dest.set_symlink_meta(rel, &meta)?;
                     let size = target.as_os_str().len() as u64;
-                    slots.push(Some(
+                    state.pending.push(Pending::Done(
                         Entry::new(rel, Kind::Symlink, size, meta).with_target(&target),
                     ));
                 }
                 FileType::RegularFile => {
+                    // Files with several links: the first path found is copied, the
+                    // others become links to it (as `rsync -H` and restic keep them).
+                    let seen_before = lstat.nlink > 1
+                        && match state.first_links.entry((lstat.dev, lstat.ino)) {
+                            HashEntry::Occupied(_) => true,
+                            HashEntry::Vacant(slot) => {
+                                slot.insert((rel.to_owned(), None));
+                                false
+                            }
+                        };
                     let job = FileJob {
-                        slot: slots.len(),
                         rel: rel.to_owned(),
                         lstat: *lstat,
+                        previous: None,
                     };
-                    slots.push(None);
-                    let first = (lstat.nlink > 1).then(|| {
-                        first_links
-                            .entry((lstat.dev, lstat.ino))
-                            .or_insert(jobs.len())
+                    state.pending.push(if seen_before {
+                        Pending::Link(job)
+                    } else {
+                        Pending::File(FileJob {
+                            previous: state.previous_files.take(rel),
+                            ..job
+                        })
                     });
-                    match first {
-                        Some(&mut first) if first != jobs.len() => links.push((job, first)),
-                        _ => jobs.push(job),
-                    }
                 }
                 _ => crate::warn(format!(
                     "skipping {}: sockets, fifos and device files are not backed up",
                     path.display()
                 )),
             }
+            if state.pending.len() >= BATCH {
+                self.write_batch(&mut state, totals, &mut buf)?;
+            }
             Ok(())
         })?;
-        let copied = fsops::par_map(&jobs, |job, buf| self.file(job, buf))?;
-        for (job, outcome) in jobs.iter().zip(copied) {
-            slots[job.slot] = self.count(job, outcome, totals);
-        }
-        let mut buf = Vec::new();
-        for (job, first) in &links {
-            let first = &jobs[*first];
-            let outcome = match slots[first.slot].as_ref() {
-                Some(entry) => self.link_within(job, first, entry)?,
-                None => None,
-            };
-            let outcome = match outcome {
-                Some(outcome) => outcome,
-                // The first path vanished, or this one is no longer the same inode.
-                None => self.file(job, &mut buf)?,
-            };
-            slots[job.slot] = self.count(job, outcome, totals);
-        }
+        self.write_batch(&mut state, totals, &mut buf)?;
         // Children before parents: setting a directory's mtime must come after its
         // contents are written, and a read-only mode after its children are created.
-        for (rel, meta, xattrs) in dirs.iter().rev() {
+        for (rel, meta, xattrs) in state.dirs.iter().rev() {
             let dir = self.dest.open_dir(rel)?;
             dir.set_meta(meta)?;
             // The manifest keeps them; a target that refuses some only loses them from
@@ -388,8 +474,56 @@ impl ReplicaCopy<'_> {
         Ok(Replica {
             ordinal: self.ordinal,
             root,
-            entries: slots.into_iter().flatten().collect(),
+            entries: Vec::new(),
+            entry_file: Some(state.writer.finish()?),
         })
+    }
+
+    /// Copies (or links) the pending files in parallel, then writes every pending entry
+    /// in walk order.
+    fn write_batch(
+        &self,
+        state: &mut ReplicaState,
+        totals: &mut Totals,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        let pending = std::mem::take(&mut state.pending);
+        let copied = fsops::par_map(&pending, |item, buf| match item {
+            Pending::File(job) => self.file(job, buf).map(Some),
+            _ => Ok(None),
+        })?;
+        for (item, outcome) in pending.into_iter().zip(copied) {
+            let entry = match (item, outcome) {
+                (Pending::Done(entry), _) => Some(entry),
+                (Pending::File(job), Some(outcome)) => {
+                    let entry = self.count(&job, outcome, totals);
+                    if let Some((first, recorded)) =
+                        state.first_links.get_mut(&(job.lstat.dev, job.lstat.ino))
+                        && *first == job.rel
+                    {
+                        recorded.clone_from(&entry);
+                    }
+                    entry
+                }
+                // Sequential: its first path, in this batch or an earlier one, is written.
+                (Pending::File(job) | Pending::Link(job), _) => {
+                    let outcome = match state.first_links.get(&(job.lstat.dev, job.lstat.ino)) {
+                        Some((first, Some(copied))) => self.link_within(&job, first, copied)?,
+                        _ => None,
+                    };
+                    let outcome = match outcome {
+                        Some(outcome) => outcome,
+                        // The first path vanished, or this one is no longer the same inode.
+                        None => self.file(&job, buf)?,
+                    };
+                    self.count(&job, outcome, totals)
+                }
+            };
+            if let Some(entry) = entry {
+                state.writer.push(&entry)?;
+            }
+        }
+        Ok(())
     }
 
     /// Adds a file's outcome to the totals; returns its entry.
@@ -402,9 +536,14 @@ impl ReplicaCopy<'_> {
             FileOutcome::Copied(entry) => {
                 totals.new_bytes += entry.size;
                 if entry.inconsistent {
-                    totals
-                        .inconsistent
-                        .push(format!("{}/{}", self.ordinal, job.rel.display()));
+                    totals.inconsistent += 1;
+                    if totals.inconsistent_named.len() < NAMED_INCONSISTENT {
+                        totals.inconsistent_named.push(format!(
+                            "{}/{}",
+                            self.ordinal,
+                            job.rel.display()
+                        ));
+                    }
                 }
                 entry
             }
@@ -421,7 +560,7 @@ impl ReplicaCopy<'_> {
     fn link_within(
         &self,
         job: &FileJob,
-        first: &FileJob,
+        first: &Path,
         copied: &Entry,
     ) -> Result<Option<FileOutcome>> {
         let now = match self.source.lstat(&job.rel) {
@@ -432,12 +571,12 @@ impl ReplicaCopy<'_> {
             }
             Err(e) => return Err(e),
         };
-        if (now.dev, now.ino) != (first.lstat.dev, first.lstat.ino) || copied.inconsistent {
+        if (now.dev, now.ino) != (job.lstat.dev, job.lstat.ino) || copied.inconsistent {
             return Ok(None);
         }
-        self.dest.hard_link(&first.rel, &self.dest, &job.rel)?;
+        self.dest.hard_link(first, &self.dest, &job.rel)?;
         let mut entry =
-            Entry::new(&job.rel, Kind::File, copied.size, copied.meta).with_hard_link(&first.rel);
+            Entry::new(&job.rel, Kind::File, copied.size, copied.meta).with_hard_link(first);
         entry.blake3.clone_from(&copied.blake3);
         entry.source = copied.source;
         entry.sparse = copied.sparse;
@@ -538,11 +677,9 @@ impl ReplicaCopy<'_> {
         meta: Meta,
         stamp: SourceStamp,
     ) -> Result<Option<Entry>> {
-        let (Some(previous_dir), Some(previous), Some(recorded_at)) = (
-            &self.previous,
-            self.previous_files.get(job.rel.as_path()),
-            self.previous_start,
-        ) else {
+        let (Some(previous_dir), Some(previous), Some(recorded_at)) =
+            (&self.previous, &job.previous, self.previous_start)
+        else {
             return Ok(None);
         };
         if !unchanged_since(previous, recorded_at, &job.lstat, &meta, &stamp) {

@@ -22,6 +22,7 @@ mod backup;
 mod catalog;
 pub mod cli;
 mod confined;
+mod entries;
 mod error;
 mod fault;
 mod fsops;
@@ -39,7 +40,9 @@ pub use catalog::{
 };
 pub use error::{MoverError, Result, SWAP_INTERRUPTED};
 pub use fault::{FAULT_ENV, TRACE_ENV};
-pub use manifest::{Entry, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp, Xattrs};
+pub use manifest::{
+    Entry, EntryFile, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp, Xattrs,
+};
 pub use names::{App, BackupId, Selector};
 pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
 pub use verify::{VerifyReport, verify};

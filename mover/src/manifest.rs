@@ -22,9 +22,11 @@ use crate::error::{MoverError, Result, io_err};
 pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// The format version this crate writes. Format 1 (read too) sealed a manifest with the
-/// checksum of its keys sorted, which needed a second copy of it in memory; format 2 seals
-/// it as written, hashed while serializing.
-const FORMAT: u32 = 2;
+/// checksum of its keys sorted, which needed a second copy of it in memory; format 2
+/// (read too) seals it as written, hashed while serializing, with every entry inline;
+/// format 3 keeps each replica's entries in their own file (see [`crate::entries`]),
+/// streamed one at a time, so that memory does not grow with the number of files.
+pub(crate) const FORMAT: u32 = 3;
 
 /// The `result` of a snapshot that finished; only such snapshots are ever renamed into place.
 pub const SUCCEEDED: &str = "Succeeded";
@@ -33,7 +35,7 @@ pub const SUCCEEDED: &str = "Succeeded";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
-    /// Format version (1).
+    /// Format version (1 to 3).
     pub format: u32,
     /// The backup id, equal to the snapshot's directory name.
     pub id: String,
@@ -79,8 +81,39 @@ pub struct Replica {
     pub ordinal: u32,
     /// Metadata of the volume's root directory.
     pub root: Meta,
-    /// Every file, directory and symlink below the root, parents before children.
+    /// Formats 1 and 2: every file, directory and symlink below the root, parents before
+    /// children. Format 3: empty, the entries are in [`EntryFile`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entries: Vec<Entry>,
+    /// Format 3: the file holding the entries, in path order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_file: Option<EntryFile>,
+}
+
+/// A replica's entries file (format 3): `entries-<ordinal>.jsonl` beside the manifest,
+/// one JSON entry per line, in path order (component by component, as `Path` compares;
+/// the order of a depth-first walk that visits names sorted). Sealed by the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryFile {
+    /// Number of entries (lines).
+    pub count: u64,
+    /// Size of the file.
+    pub bytes: u64,
+    /// blake3 of the file, hex.
+    pub blake3: String,
+}
+
+impl Replica {
+    /// The name of this replica's entries file (format 3).
+    pub fn entry_file_name(&self) -> String {
+        entry_file_name(self.ordinal)
+    }
+}
+
+/// The name of replica `ordinal`'s entries file (format 3).
+pub(crate) fn entry_file_name(ordinal: u32) -> String {
+    format!("entries-{ordinal}.jsonl")
 }
 
 /// What kind of inode an entry is.
@@ -96,7 +129,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::File => "file",
             Kind::Dir => "dir",
@@ -349,8 +382,16 @@ impl Manifest {
             return Err(invalid("replicas do not match ordinals".into()));
         }
         for replica in &manifest.replicas {
-            check_tree(replica)
-                .map_err(|e| invalid(format!("replica {}: {e}", replica.ordinal)))?;
+            let checked = match (&replica.entry_file, manifest.format) {
+                (None, 1 | 2) => check_tree(replica),
+                (Some(file), 3) if replica.entries.is_empty() => {
+                    // Sealed here; the tree is checked as the entries are read.
+                    crate::entries::check_file(snapshot, replica, file)?;
+                    Ok(())
+                }
+                _ => Err("its entries are not where its format keeps them".to_owned()),
+            };
+            checked.map_err(|e| invalid(format!("replica {}: {e}", replica.ordinal)))?;
         }
         Ok(manifest)
     }
@@ -362,39 +403,12 @@ impl Manifest {
 /// An entry below a symlink entry would otherwise be written through that symlink.
 fn check_tree(replica: &Replica) -> std::result::Result<(), String> {
     let mut kinds: HashMap<PathBuf, Kind> = HashMap::new();
-    // Files a later entry may be a hard link to: not links themselves, so that a restore
-    // links to a file it has written.
-    let mut linkable: HashSet<PathBuf> = HashSet::new();
+    let mut link_targets = LinkTargets::default();
     for entry in &replica.entries {
         let rel = check_entry(entry)?;
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-            match kinds.get(parent) {
-                Some(Kind::Dir) => {}
-                Some(kind) => {
-                    return Err(format!(
-                        "entry {rel:?} lies beneath {parent:?}, which is a {} entry, not a directory",
-                        kind.name()
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "entry {rel:?} is not preceded by its parent directory {parent:?}"
-                    ));
-                }
-            }
-        }
-        if entry.hard_link.is_some() || entry.hard_link_hex.is_some() {
-            let first = entry
-                .hard_link_to()
-                .ok_or_else(|| format!("hard link {rel:?} has an invalid target"))?;
-            if entry.kind != Kind::File || !linkable.contains(&first) {
-                return Err(format!(
-                    "entry {rel:?} is a hard link to {first:?}, which is not an earlier file entry"
-                ));
-            }
-        } else if entry.kind == Kind::File {
-            linkable.insert(rel.clone());
-        }
+        let parent = rel.parent().and_then(|parent| kinds.get(parent).copied());
+        check_parent(&rel, parent)?;
+        link_targets.check(entry, &rel)?;
         if kinds.insert(rel.clone(), entry.kind).is_some() {
             return Err(format!("entry {rel:?} appears twice"));
         }
@@ -402,10 +416,60 @@ fn check_tree(replica: &Replica) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Checks that the entry at `rel` lies directly beneath a directory entry (or at the
+/// top): `parent` is the kind of its parent's entry, if that was listed before it.
+pub(crate) fn check_parent(rel: &Path, parent: Option<Kind>) -> std::result::Result<(), String> {
+    let Some(parent_path) = rel.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    match parent {
+        Some(Kind::Dir) => Ok(()),
+        Some(kind) => Err(format!(
+            "entry {rel:?} lies beneath {parent_path:?}, which is a {} entry, not a directory",
+            kind.name()
+        )),
+        None => Err(format!(
+            "entry {rel:?} is not preceded by its parent directory {parent_path:?}"
+        )),
+    }
+}
+
+/// The file entries a later entry may be a hard link to: not links themselves, so that a
+/// restore links to a file it has written. Held as path digests.
+#[derive(Debug, Default)]
+pub(crate) struct LinkTargets(HashSet<[u8; 16]>);
+
+impl LinkTargets {
+    /// A hard link must be to one of them; a file that is not a link becomes one.
+    pub(crate) fn check(&mut self, entry: &Entry, rel: &Path) -> std::result::Result<(), String> {
+        if entry.hard_link.is_some() || entry.hard_link_hex.is_some() {
+            let first = entry
+                .hard_link_to()
+                .ok_or_else(|| format!("hard link {rel:?} has an invalid target"))?;
+            if entry.kind != Kind::File || !self.0.contains(&path_digest(&first)) {
+                return Err(format!(
+                    "entry {rel:?} is a hard link to {first:?}, which is not an earlier file entry"
+                ));
+            }
+        } else if entry.kind == Kind::File {
+            self.0.insert(path_digest(rel));
+        }
+        Ok(())
+    }
+}
+
+/// A path's identity in sets of many paths: 16 bytes of its blake3.
+pub(crate) fn path_digest(path: &Path) -> [u8; 16] {
+    let hash = blake3::hash(path.as_os_str().as_bytes());
+    let mut digest = [0; 16];
+    digest.copy_from_slice(&hash.as_bytes()[..16]);
+    digest
+}
+
 /// A manifest path must be plain names joined by single `/`s; a restore writes exactly
 /// there, so `..`, `.`, an absolute path or an empty component is refused. Returns the
 /// path.
-fn check_entry(entry: &Entry) -> std::result::Result<PathBuf, String> {
+pub(crate) fn check_entry(entry: &Entry) -> std::result::Result<PathBuf, String> {
     let rel = decode(entry.path.as_deref(), entry.path_hex.as_deref())
         .ok_or_else(|| "an entry has no valid path".to_owned())?;
     let unsafe_component = rel
@@ -451,7 +515,7 @@ mod tests {
         )
         .with_target(Path::new(OsStr::from_bytes(b"\xfe")));
         Manifest {
-            format: FORMAT,
+            format: 2,
             id: "20261129T150102Z".into(),
             app: "ns/app".into(),
             result: SUCCEEDED.into(),
@@ -467,52 +531,90 @@ mod tests {
             replicas: vec![Replica {
                 ordinal: 0,
                 root: meta,
-                entries: vec![Entry::new(Path::new("dir"), Kind::Dir, 0, meta), file, odd],
+                entries: vec![odd, Entry::new(Path::new("dir"), Kind::Dir, 0, meta), file],
+                entry_file: None,
             }],
             checksum: String::new(),
         }
+    }
+
+    /// `sample` as the mover writes it: its entries in their own file.
+    fn write_current(dir: &Dir) -> (Manifest, Vec<Entry>) {
+        let mut manifest = sample();
+        let entries = std::mem::take(&mut manifest.replicas[0].entries);
+        let mut writer = crate::entries::EntryWriter::create(dir, 0).expect("create");
+        for entry in &entries {
+            writer.push(entry).expect("push");
+        }
+        manifest.replicas[0].entry_file = Some(writer.finish().expect("finish"));
+        manifest.write(dir).expect("write");
+        (manifest, entries)
     }
 
     #[test]
     fn round_trips_and_refuses_edits() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = Dir::open_trusted(tmp.path()).expect("open");
-        let path = tmp.path().join(MANIFEST_FILE);
-        let mut manifest = sample();
-        manifest.write(&dir).expect("write");
+        let (_, entries) = write_current(&dir);
         let loaded = Manifest::load(&dir, "20261129T150102Z").expect("load");
-        assert_eq!(loaded.replicas[0].entries, manifest.replicas[0].entries);
-        assert_eq!(
-            loaded.replicas[0].entries[2]
-                .rel_path()
-                .as_os_str()
-                .as_bytes(),
-            b"bad\xff"
-        );
+        assert_eq!(loaded.format, FORMAT);
+        let back: Vec<Entry> = crate::entries::read(&dir, &loaded.replicas[0])
+            .expect("read")
+            .collect::<Result<_>>()
+            .expect("entries");
+        assert_eq!(back, entries);
+        assert_eq!(back[0].rel_path().as_os_str().as_bytes(), b"bad\xff");
         assert!(Manifest::load(&dir, "20261129T150103Z").is_err());
 
+        let path = tmp.path().join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).expect("read");
-        std::fs::write(&path, text.replace("\"size\": 3", "\"size\": 4")).expect("edit");
+        std::fs::write(&path, text.replace("\"bytes\": 3", "\"bytes\": 4")).expect("edit");
         let err = Manifest::load(&dir, "20261129T150102Z").expect_err("edited");
         assert!(err.to_string().contains("manifest.json"), "{err}");
+
+        // The entries file is sealed by the manifest.
+        write_current(&dir);
+        let path = tmp.path().join("entries-0.jsonl");
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, text.replace("\"size\":3", "\"size\":4")).expect("edit");
+        let err = Manifest::load(&dir, "20261129T150102Z").expect_err("edited");
+        assert!(err.to_string().contains("entries-0.jsonl"), "{err}");
     }
 
     #[test]
-    fn manifests_of_format_1_still_load() {
+    fn manifests_of_formats_1_and_2_still_load() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = Dir::open_trusted(tmp.path()).expect("open");
+        for format in [1, 2] {
+            let mut manifest = sample();
+            manifest.format = format;
+            manifest.checksum = manifest.digest().expect("digest");
+            let text = serde_json::to_vec_pretty(&manifest).expect("json");
+            dir.write_file(MANIFEST_FILE, &text).expect("write");
+            let loaded = Manifest::load(&dir, "20261129T150102Z").expect("load");
+            assert_eq!(loaded.format, format);
+            let back: Vec<Entry> = crate::entries::read(&dir, &loaded.replicas[0])
+                .expect("read")
+                .collect::<Result<_>>()
+                .expect("entries");
+            assert_eq!(back, manifest.replicas[0].entries);
+        }
+        // Sealed the old way, it is refused the new way.
         let mut manifest = sample();
         manifest.format = 1;
         manifest.checksum = manifest.digest().expect("digest");
-        let text = serde_json::to_vec_pretty(&manifest).expect("json");
-        dir.write_file(MANIFEST_FILE, &text).expect("write");
-        let loaded = Manifest::load(&dir, "20261129T150102Z").expect("load");
-        assert_eq!(loaded.format, 1);
-        // Sealed the old way, it is refused the new way.
         manifest.format = 2;
         let text = serde_json::to_vec_pretty(&manifest).expect("json");
         dir.write_file(MANIFEST_FILE, &text).expect("write");
         assert!(Manifest::load(&dir, "20261129T150102Z").is_err());
+        // Format 3 keeps no entries inline.
+        let mut manifest = sample();
+        manifest.format = 3;
+        manifest.checksum = manifest.digest().expect("digest");
+        let text = serde_json::to_vec_pretty(&manifest).expect("json");
+        dir.write_file(MANIFEST_FILE, &text).expect("write");
+        let err = Manifest::load(&dir, "20261129T150102Z").expect_err("inline in format 3");
+        assert!(err.to_string().contains("not where its format"), "{err}");
     }
 
     #[test]
@@ -599,6 +701,7 @@ mod tests {
                 ordinal: 0,
                 root: meta,
                 entries,
+                entry_file: None,
             };
             match (check_tree(&replica), expected) {
                 (Ok(()), None) => {}

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
+use crate::entries;
 use crate::error::{MoverError, Result, SWAP_INTERRUPTED, io_err};
 use crate::fsops;
 use crate::lock;
@@ -229,18 +230,17 @@ impl Shortfalls {
 /// writing anything when it cannot fit.
 fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<()> {
     let free = volume.free_space()?;
-    let needed_bytes: u64 = replica
-        .entries
-        .iter()
-        .map(|e| match e.kind {
-            Kind::File => e.size.div_ceil(free.block) * free.block,
+    let (mut needed_bytes, mut needed_inodes) = (free.block, 1u64);
+    for entry in entries::read(&snapshot.handle, replica)? {
+        let entry = entry?;
+        needed_bytes += match entry.kind {
+            Kind::File => entry.size.div_ceil(free.block) * free.block,
             Kind::Dir => free.block,
             // Short targets live in the inode.
             Kind::Symlink => 0,
-        })
-        .sum::<u64>()
-        + free.block;
-    let needed_inodes = replica.entries.len() as u64 + 1;
+        };
+        needed_inodes += 1;
+    }
     if needed_bytes <= free.bytes && free.inodes.is_none_or(|n| needed_inodes <= n) {
         return Ok(());
     }
@@ -255,37 +255,32 @@ fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<(
 }
 
 /// Copies one replica of `snapshot` into the volume's staging directory, checking every
-/// file against the manifest. Returns (bytes, files, the staging directory's inode). Everything is written beneath the
-/// staging directory's fd: the tenant may swap directories in the volume meanwhile.
+/// file against the manifest. Returns (bytes, files, the staging directory's inode).
+/// Everything is written beneath the staging directory's fd: the tenant may swap
+/// directories in the volume meanwhile. The entries are streamed: files are copied a
+/// batch at a time.
 fn stage(
     snapshot: &Snapshot,
     replica: &Replica,
     volume: &Dir,
     shortfalls: &Shortfalls,
 ) -> Result<(u64, u64, Inode)> {
-    let Shortfalls {
-        unowned,
-        refused_xattrs,
-    } = shortfalls;
     let source = snapshot.handle.open_dir(replica.ordinal.to_string())?;
     volume.make_dir(swap::STAGING)?;
     let staging = volume.open_dir(swap::STAGING)?;
-    let note_owner = |owned: bool| {
-        if !owned {
-            unowned.store(true, Ordering::Relaxed);
-        }
+    let stager = Stager {
+        id: snapshot.id.as_str(),
+        source: &source,
+        staging: &staging,
+        shortfalls,
     };
-    let note_refused = |names: Vec<String>| {
-        if !names.is_empty()
-            && let Ok(mut refused) = refused_xattrs.lock()
-        {
-            refused.extend(names);
-        }
-    };
-    let mut files: Vec<&Entry> = Vec::new();
-    let mut links: Vec<(&Entry, PathBuf)> = Vec::new();
-    let mut dirs: Vec<&Entry> = Vec::new();
-    for entry in &replica.entries {
+    let mut batch: Vec<Entry> = Vec::new();
+    let mut dirs: Vec<Entry> = Vec::new();
+    let (mut bytes, mut files) = (0, 0);
+    // The reader checks each entry before it is written (the manifest is forgeable) and,
+    // at its end, that the file is still the one the manifest sealed.
+    for entry in entries::read(&snapshot.handle, replica)? {
+        let entry = entry?;
         let rel = entry.rel_path();
         match entry.kind {
             Kind::Dir => {
@@ -295,61 +290,106 @@ fn stage(
             Kind::Symlink => {
                 let target = entry.link_target().unwrap_or_default();
                 staging.symlink(&target, &rel)?;
-                note_owner(staging.set_symlink_meta(&rel, &entry.meta)?);
+                stager.note_owner(staging.set_symlink_meta(&rel, &entry.meta)?);
             }
-            Kind::File => match entry.hard_link_to() {
-                Some(first) => links.push((entry, first)),
-                None => files.push(entry),
-            },
+            Kind::File => {
+                bytes += entry.size;
+                files += 1;
+                batch.push(entry);
+                if batch.len() >= BATCH {
+                    stager.files(&std::mem::take(&mut batch))?;
+                }
+            }
         }
     }
-    let damaged = |rel: &PathBuf, problem: &str| MoverError::Damaged {
-        id: snapshot.id.to_string(),
-        problems: vec![format!("{}: {problem}", source.join(rel).display())],
-    };
-    fsops::par_map(&files, |entry, buf| {
+    stager.files(&batch)?;
+    for entry in dirs.iter().rev() {
+        let dir = staging.open_dir(entry.rel_path())?;
+        stager.note_owner(dir.set_meta(&entry.meta)?);
+        stager.note_refused(fsops::write_xattrs(&dir, &entry.xattrs, dir.path())?);
+    }
+    Ok((bytes, files, staging.stat()?))
+}
+
+/// Files staged per batch.
+const BATCH: usize = 4096;
+
+/// Writes one replica's files into its staging directory.
+struct Stager<'a> {
+    id: &'a str,
+    source: &'a Dir,
+    staging: &'a Dir,
+    shortfalls: &'a Shortfalls,
+}
+
+impl Stager<'_> {
+    fn note_owner(&self, owned: bool) {
+        if !owned {
+            self.shortfalls.unowned.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn note_refused(&self, names: Vec<String>) {
+        if !names.is_empty()
+            && let Ok(mut refused) = self.shortfalls.refused_xattrs.lock()
+        {
+            refused.extend(names);
+        }
+    }
+
+    fn damaged(&self, rel: &Path, problem: &str) -> MoverError {
+        MoverError::Damaged {
+            id: self.id.to_owned(),
+            problems: vec![format!("{}: {problem}", self.source.join(rel).display())],
+        }
+    }
+
+    /// Copies a batch of file entries in parallel, then makes its hard links (to files of
+    /// this batch or of an earlier one: the manifest lists a link after its first path).
+    fn files(&self, batch: &[Entry]) -> Result<()> {
+        fsops::par_map(batch, |entry, buf| {
+            if entry.hard_link_to().is_some() {
+                return Ok(());
+            }
+            self.file(entry, buf)
+        })?;
+        for entry in batch {
+            if let Some(first) = entry.hard_link_to() {
+                self.staging
+                    .hard_link(&first, self.staging, &entry.rel_path())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn file(&self, entry: &Entry, buf: &mut Vec<u8>) -> Result<()> {
         let rel = entry.rel_path();
-        let src = match source.open_file(&rel) {
+        let src = match self.source.open_file(&rel) {
             Ok(src) => src,
             Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
-                return Err(damaged(&rel, "missing"));
+                return Err(self.damaged(&rel, "missing"));
             }
             Err(e) => return Err(e),
         };
-        let (from, to) = (source.join(&rel), staging.join(&rel));
-        let dst = staging.create_file(&rel, entry.meta.mode)?;
+        let (from, to) = (self.source.join(&rel), self.staging.join(&rel));
+        let dst = self.staging.create_file(&rel, entry.meta.mode)?;
         let layout = fsops::Layout {
             size: entry.size,
             holes: entry.sparse,
         };
         let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
         if copied.len != entry.size {
-            return Err(damaged(
+            return Err(self.damaged(
                 &rel,
                 &format!("{} bytes, the manifest says {}", copied.len, entry.size),
             ));
         }
         if entry.blake3.as_deref() != Some(copied.hash.to_hex().as_str()) {
-            return Err(damaged(&rel, "contents do not match the manifest checksum"));
+            return Err(self.damaged(&rel, "contents do not match the manifest checksum"));
         }
-        note_owner(fsops::apply_meta_new_file(&copied.file, &entry.meta, &to)?);
+        self.note_owner(fsops::apply_meta_new_file(&copied.file, &entry.meta, &to)?);
         // After the chown, which clears security.capability.
-        note_refused(fsops::write_xattrs(&copied.file, &entry.xattrs, &to)?);
+        self.note_refused(fsops::write_xattrs(&copied.file, &entry.xattrs, &to)?);
         Ok(())
-    })?;
-    // The manifest was checked: each link's first path is a file entry written above.
-    for (entry, first) in &links {
-        staging.hard_link(first, &staging, &entry.rel_path())?;
     }
-    for entry in dirs.iter().rev() {
-        let dir = staging.open_dir(entry.rel_path())?;
-        note_owner(dir.set_meta(&entry.meta)?);
-        note_refused(fsops::write_xattrs(&dir, &entry.xattrs, dir.path())?);
-    }
-    let bytes = files
-        .iter()
-        .chain(links.iter().map(|(e, _)| e))
-        .map(|e| e.size)
-        .sum();
-    Ok((bytes, (files.len() + links.len()) as u64, staging.stat()?))
 }

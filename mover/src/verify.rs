@@ -8,10 +8,12 @@ use rustix::fs::FileType;
 use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
+use crate::confined::Dir;
+use crate::entries;
 use crate::error::Result;
 use crate::fsops;
 use crate::lock;
-use crate::manifest::{Kind, MANIFEST_FILE};
+use crate::manifest::{Entry, Kind, MANIFEST_FILE, path_digest};
 use crate::names::{App, Selector};
 
 /// How long `verify` waits for a running backup or prune.
@@ -50,21 +52,54 @@ pub fn verify(app: &App, selector: &Selector) -> Result<VerifyReport> {
 
 /// Every discrepancy between `snapshot` and its manifest, one line each. Everything is
 /// read beneath the snapshot directory without following symlinks: a forged snapshot
-/// must not make verify read (and so compare) a file outside it.
+/// must not make verify read (and so compare) a file outside it. Entries are streamed and
+/// checked a batch at a time; what the walk must find is held as 16-byte digests.
 pub(crate) fn check(snapshot: &Snapshot) -> Result<Vec<String>> {
     let dir = &snapshot.handle;
-    let mut expected: HashSet<PathBuf> = HashSet::new();
-    let mut items = Vec::new();
+    let mut expected: HashSet<[u8; 16]> = HashSet::new();
+    let mut problems = Vec::new();
     for replica in &snapshot.manifest.replicas {
         let root = PathBuf::from(replica.ordinal.to_string());
-        expected.insert(root.clone());
-        for entry in &replica.entries {
+        expected.insert(path_digest(&root));
+        let mut batch = Vec::new();
+        for entry in entries::read(dir, replica)? {
+            let entry = entry?;
             let rel = root.join(entry.rel_path());
-            expected.insert(rel.clone());
-            items.push((rel, entry));
+            expected.insert(path_digest(&rel));
+            batch.push((rel, entry));
+            if batch.len() >= BATCH {
+                problems.extend(check_batch(dir, &std::mem::take(&mut batch))?);
+            }
         }
+        problems.extend(check_batch(dir, &batch)?);
     }
-    let mut problems: Vec<String> = fsops::par_map(&items, |(rel, entry), buf| {
+    let walked = dir.walk(
+        |_| false,
+        |rel, _| {
+            let bookkeeping = rel == Path::new(MANIFEST_FILE)
+                || snapshot
+                    .manifest
+                    .replicas
+                    .iter()
+                    .any(|r| rel == Path::new(&r.entry_file_name()) && r.entry_file.is_some());
+            if !bookkeeping && !expected.contains(&path_digest(rel)) {
+                problems.push(format!("{}: not in the manifest", dir.join(rel).display()));
+            }
+            Ok(())
+        },
+    );
+    if let Err(e) = walked {
+        problems.push(format!("cannot walk the snapshot: {}", crate::chain(&e)));
+    }
+    Ok(problems)
+}
+
+/// Entries checked per batch.
+const BATCH: usize = 4096;
+
+/// The problems of a batch of (path in the snapshot, entry), checked in parallel.
+fn check_batch(dir: &Dir, batch: &[(PathBuf, Entry)]) -> Result<Vec<String>> {
+    Ok(fsops::par_map(batch, |(rel, entry), buf| {
         let problem = |what: &str| Ok(Some(format!("{}: {what}", dir.join(rel).display())));
         let lstat = match dir.lstat(rel) {
             Ok(lstat) => lstat,
@@ -101,19 +136,5 @@ pub(crate) fn check(snapshot: &Snapshot) -> Result<Vec<String>> {
     })?
     .into_iter()
     .flatten()
-    .collect();
-
-    let walked = dir.walk(
-        |_| false,
-        |rel, _| {
-            if rel != Path::new(MANIFEST_FILE) && !expected.contains(rel) {
-                problems.push(format!("{}: not in the manifest", dir.join(rel).display()));
-            }
-            Ok(())
-        },
-    );
-    if let Err(e) = walked {
-        problems.push(format!("cannot walk the snapshot: {}", crate::chain(&e)));
-    }
-    Ok(problems)
+    .collect())
 }

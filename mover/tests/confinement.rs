@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use hellostateful_mover::{Entry, Kind, MANIFEST_FILE, Manifest, MoverError, Selector, chain};
+use hellostateful_mover::{
+    Entry, EntryFile, Kind, MANIFEST_FILE, Manifest, MoverError, Selector, chain,
+};
 use rustix::fs::{CWD, RenameFlags};
 
 #[test]
@@ -128,13 +130,8 @@ fn backup_racing_a_directory_swapped_for_a_symlink_never_copies_outside_data() {
         || exchange(&pairs),
         || match hellostateful_mover::backup(&app, &backup_opts(&source)) {
             Ok(report) => {
-                let snapshot = app.dir().join(&report.id);
-                for (path, data) in files(&snapshot) {
-                    if path.ends_with(MANIFEST_FILE) {
-                        continue;
-                    }
-                    seen.push((path, data));
-                }
+                // The copy of the volume (beside it: the mover's manifest and entries).
+                seen.extend(files(&app.dir().join(&report.id).join("0")));
                 true
             }
             Err(e) => {
@@ -229,14 +226,32 @@ fn restore_racing_directories_swapped_for_symlinks_never_writes_outside() {
     assert_eq!(listing(&outside), before);
 }
 
-/// Rewrites snapshot `id`'s manifest with `edit` applied to replica 0's entries and
-/// reseals it, as a tenant writing into its own backups can.
+/// Rewrites snapshot `id`'s replica 0 entries with `edit` applied and reseals its
+/// manifest, as a tenant writing into its own backups can.
 fn forge(app_dir: &Path, id: &str, edit: impl FnOnce(&mut Vec<Entry>)) {
-    let path = app_dir.join(id).join(MANIFEST_FILE);
+    let snapshot = app_dir.join(id);
+    let path = snapshot.join(MANIFEST_FILE);
     let mut manifest: Manifest =
         serde_json::from_slice(&fs::read(&path).expect("read")).expect("parse");
-    edit(&mut manifest.replicas[0].entries);
-    // Sealed as format 2 seals: the compact JSON with the checksum empty.
+    let entries_path = snapshot.join(manifest.replicas[0].entry_file_name());
+    let mut entries: Vec<Entry> = fs::read_to_string(&entries_path)
+        .expect("read")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("parse"))
+        .collect();
+    edit(&mut entries);
+    let mut text = Vec::new();
+    for entry in &entries {
+        serde_json::to_writer(&mut text, entry).expect("json");
+        text.push(b'\n');
+    }
+    fs::write(&entries_path, &text).expect("write");
+    manifest.replicas[0].entry_file = Some(EntryFile {
+        count: entries.len() as u64,
+        bytes: text.len() as u64,
+        blake3: blake3::hash(&text).to_hex().to_string(),
+    });
+    // Sealed as the mover seals: the compact JSON with the checksum empty.
     manifest.checksum = String::new();
     let digest = blake3::hash(&serde_json::to_vec(&manifest).expect("json"));
     manifest.checksum = digest.to_hex().to_string();

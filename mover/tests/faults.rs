@@ -188,27 +188,29 @@ fn edited_manifest_or_damaged_file_is_refused_before_live_data_is_touched() {
         s
     };
     let before = live(&dest);
-    let manifest = app.dir().join(&b.id).join("manifest.json");
-    let original = fs::read_to_string(&manifest).expect("read");
-
-    // A hand edit (here: a size) is refused by verify and restore, naming the manifest.
-    fs::write(
-        &manifest,
-        original.replacen("\"size\": 0", "\"size\": 1", 1),
-    )
-    .expect("edit");
-    let e = hellostateful_mover::verify(&app, &Selector::Latest).expect_err("edited");
-    assert!(err_text(&e).contains("manifest.json"), "{e}");
-    let e = hellostateful_mover::restore(
-        &app,
-        &restore_opts(&dest, Selector::Id(b.id.parse().expect("id"))),
-    )
-    .expect_err("edited");
-    assert!(err_text(&e).contains("manifest.json"), "{e}");
-    assert!(live(&dest) == before, "live data changed");
+    // The manifest and the entries file it seals.
+    for name in ["manifest.json", "entries-0.jsonl"] {
+        let manifest = app.dir().join(&b.id).join(name);
+        let original = fs::read_to_string(&manifest).expect("read");
+        // A hand edit (here: a size) is refused by verify and restore, naming the file.
+        let edited = original
+            .replacen("\"bytes\": ", "\"bytes\": 1", 1)
+            .replacen("\"size\":0", "\"size\":1", 1);
+        assert_ne!(edited, original);
+        fs::write(&manifest, edited).expect("edit");
+        let e = hellostateful_mover::verify(&app, &Selector::Latest).expect_err("edited");
+        assert!(err_text(&e).contains(name), "{e}");
+        let e = hellostateful_mover::restore(
+            &app,
+            &restore_opts(&dest, Selector::Id(b.id.parse().expect("id"))),
+        )
+        .expect_err("edited");
+        assert!(err_text(&e).contains(name), "{e}");
+        assert!(live(&dest) == before, "live data changed");
+        fs::write(&manifest, &original).expect("put back");
+    }
 
     // A damaged file (same size, different bytes) and a missing one are named.
-    fs::write(&manifest, &original).expect("restore manifest");
     let snap = app.dir().join(&b.id).join("0");
     let mut data = fs::read(snap.join("big.bin")).expect("read");
     data[1000] ^= 1;

@@ -18,9 +18,20 @@ fn child() {
     child_main();
 }
 
+/// The snapshot's manifest with each replica's entries (kept in its own file) inline.
 fn manifest(app: &hellostateful_mover::App, id: &str) -> serde_json::Value {
-    let text = fs::read(app.dir().join(id).join("manifest.json")).expect("manifest");
-    serde_json::from_slice(&text).expect("json")
+    let snapshot = app.dir().join(id);
+    let text = fs::read(snapshot.join("manifest.json")).expect("manifest");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&text).expect("json");
+    for replica in manifest["replicas"].as_array_mut().expect("replicas") {
+        let name = format!("entries-{}.jsonl", replica["ordinal"]);
+        let lines = fs::read_to_string(snapshot.join(name)).expect("entries");
+        replica["entries"] = lines
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("json"))
+            .collect();
+    }
+    manifest
 }
 
 fn entry<'a>(manifest: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {

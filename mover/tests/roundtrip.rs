@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use hellostateful_mover::{RestoreOutcome, Selector};
+use hellostateful_mover::{MANIFEST_FILE, Manifest, RestoreOutcome, Selector};
 use proptest::prelude::*;
 
 #[test]
@@ -183,6 +183,111 @@ fn second_backup_links_unchanged_files_and_copies_changed_ones() {
         shape(root).into_iter().map(|(p, n)| (p, n.5)).collect()
     };
     assert_eq!(contents(&dest.join("0")), contents(&expected.join("0")));
+}
+
+/// More entries than the mover handles in one batch (4,096): files are copied, linked
+/// and restored a batch at a time, the previous snapshot's entries are read alongside the
+/// walk, and hard links whose first path lies in an earlier batch stay links.
+#[test]
+fn a_volume_of_several_batches_round_trips_and_links_through_the_streamed_entries() {
+    const FILES: usize = 5_000;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = tmp.path().join("src");
+    let volume = source.join("0");
+    for n in 0..FILES {
+        let dir = volume.join(format!("d{:02}", n % 7));
+        if n < 7 {
+            fs::create_dir_all(&dir).expect("mkdir");
+        }
+        fs::write(dir.join(format!("f{n:05}")), n.to_string()).expect("write");
+    }
+    // First paths early in the walk (d00), second paths late (d06): other batches.
+    for n in [0, 7, 14] {
+        let first = volume.join(format!("d00/f{n:05}"));
+        fs::hard_link(&first, volume.join(format!("d06/zz-link-{n}"))).expect("link");
+    }
+    settle(&source);
+    let app = app(&tmp.path().join("backup"));
+    let first = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("first");
+    assert_eq!(first.files as usize, FILES + 3);
+
+    // Every 100th file changes (in every batch); the rest must be linked.
+    for n in (0..FILES).step_by(100) {
+        fs::write(
+            volume.join(format!("d{:02}/f{n:05}", n % 7)),
+            format!("changed {n}"),
+        )
+        .expect("rewrite");
+    }
+    let second = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("second");
+    // Second paths are links within the snapshot, not counted as linked from the last.
+    assert_eq!(
+        second.linked_files as usize,
+        FILES - FILES / 100,
+        "{second:?}"
+    );
+    let snapshot = app.dir().join(&second.id).join("0");
+    let ino = |rel: &str| fs::metadata(snapshot.join(rel)).expect("stat").ino();
+    for n in [0, 7, 14] {
+        assert_eq!(
+            ino(&format!("d00/f{n:05}")),
+            ino(&format!("d06/zz-link-{n}"))
+        );
+    }
+    assert_eq!(all_snapshots_verify(&app), 2);
+
+    let dest = volumes(tmp.path(), "dest", 3);
+    let latest = hellostateful_mover::restore(&app, &restore_opts(&dest, Selector::Latest));
+    assert!(
+        matches!(latest, Ok(RestoreOutcome::Restored(_))),
+        "{latest:?}"
+    );
+    let mut restored = shape(&dest.join("0"));
+    let mut live = shape(&volume);
+    // The volume roots' mtimes differ (staging is made and removed in the destination).
+    restored.remove(Path::new(""));
+    live.remove(Path::new(""));
+    assert!(
+        restored == live,
+        "the restored tree differs from the live one"
+    );
+    let restored_ino = |rel: &str| fs::metadata(dest.join("0").join(rel)).expect("stat").ino();
+    assert_eq!(restored_ino("d00/f00007"), restored_ino("d06/zz-link-7"));
+}
+
+/// The snapshot the previous version wrote (format 2: entries inline in the manifest)
+/// is still the base of the next backup after an upgrade.
+#[test]
+fn the_first_backup_after_an_upgrade_links_to_a_snapshot_of_format_2() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    settle(&source);
+    let app = app(&tmp.path().join("backup"));
+    let first = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("first");
+    let snapshot = app.dir().join(&first.id);
+    let path = snapshot.join(MANIFEST_FILE);
+    let mut manifest: Manifest =
+        serde_json::from_slice(&fs::read(&path).expect("read")).expect("parse");
+    for replica in &mut manifest.replicas {
+        let entries = snapshot.join(replica.entry_file_name());
+        replica.entries = fs::read_to_string(&entries)
+            .expect("read")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("parse"))
+            .collect();
+        replica.entry_file = None;
+        fs::remove_file(entries).expect("remove");
+    }
+    manifest.format = 2;
+    manifest.checksum = String::new();
+    let digest = blake3::hash(&serde_json::to_vec(&manifest).expect("json"));
+    manifest.checksum = digest.to_hex().to_string();
+    fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
+    assert_eq!(all_snapshots_verify(&app), 1);
+
+    let second = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("second");
+    assert_eq!(second.linked_files, first.files, "{second:?}");
+    assert_eq!(all_snapshots_verify(&app), 2);
 }
 
 #[test]
