@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry as HashEntry;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -50,6 +51,10 @@ const NAMED_INCONSISTENT: usize = 10;
 /// Entries walked before their files are copied and their lines written: memory holds
 /// one batch, however many files a volume has.
 const BATCH: usize = 4096;
+
+/// Directories opened per batch at most (each holds three descriptors until its batch is
+/// written).
+const BATCH_DIRS: usize = 64;
 
 /// What to back up and how.
 #[derive(Debug, Clone)]
@@ -338,9 +343,29 @@ struct ReplicaCopy<'a> {
 /// A regular file found by the walk, copied or linked with its batch.
 struct FileJob {
     rel: PathBuf,
+    /// Its directory.
+    dir: Arc<DirHandles>,
     lstat: Inode,
     /// Its entry in the previous snapshot, if any.
     previous: Option<Entry>,
+}
+
+impl FileJob {
+    /// Its name in its directory.
+    fn name(&self) -> &Path {
+        Path::new(self.rel.file_name().unwrap_or_default())
+    }
+}
+
+/// A directory of the walk, opened once for the files directly in it: in the volume, in
+/// the new snapshot and, if it has it, in the previous snapshot. Its files are opened,
+/// created and linked by name, without resolving their path again (per file, three
+/// `openat2` and three `close` fewer).
+struct DirHandles {
+    rel: PathBuf,
+    source: Dir,
+    dest: Dir,
+    previous: Option<Dir>,
 }
 
 /// What the walk found, in walk order, waiting for its batch to be written.
@@ -363,6 +388,29 @@ struct ReplicaState<'p> {
     dirs: Vec<(PathBuf, Meta, Xattrs)>,
     previous_files: PreviousFiles<'p>,
     writer: EntryWriter,
+    /// The handles of the directories from the root to the last one walked.
+    open_dirs: Vec<Arc<DirHandles>>,
+    /// Directories opened since the last batch (a batch keeps its files' directories
+    /// open: bounded, so that one file per directory cannot exhaust the descriptors).
+    opened_in_batch: usize,
+}
+
+impl ReplicaState<'_> {
+    /// The handles of `rel`'s directory, if it could be opened; closes those of
+    /// directories the walk has left.
+    fn parent_of(&mut self, rel: &Path) -> Option<Arc<DirHandles>> {
+        while self
+            .open_dirs
+            .last()
+            .is_some_and(|dir| !rel.starts_with(&dir.rel))
+        {
+            self.open_dirs.pop();
+        }
+        self.open_dirs
+            .last()
+            .filter(|dir| Some(dir.rel.as_path()) == rel.parent())
+            .cloned()
+    }
 }
 
 enum FileOutcome {
@@ -384,25 +432,48 @@ impl ReplicaCopy<'_> {
         totals: &mut Totals,
     ) -> Result<Replica> {
         let root = meta_of(&self.source.stat()?, self.source.path())?;
+        let root_handles = DirHandles {
+            rel: PathBuf::new(),
+            source: self.source.try_clone()?,
+            dest: self.dest.try_clone()?,
+            previous: self.previous.as_ref().map(Dir::try_clone).transpose()?,
+        };
         let mut state = ReplicaState {
             pending: Vec::new(),
             first_links: HashMap::new(),
             dirs: Vec::new(),
             previous_files,
             writer: EntryWriter::create(snapshot, self.ordinal)?,
+            open_dirs: vec![Arc::new(root_handles)],
+            opened_in_batch: 0,
         };
         let mut buf = Vec::new();
         self.source.walk(swap::is_reserved, |rel, lstat| {
             let path = self.source.join(rel);
+            let parent = state.parent_of(rel);
             match lstat.kind {
                 FileType::Directory => {
                     let meta = meta_of(lstat, &path)?;
-                    let xattrs = match self.source.open_dir(rel) {
-                        Ok(dir) => fsops::read_xattrs(&dir, &path)?,
-                        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Xattrs::new(),
+                    let source = match self.source.open_dir(rel) {
+                        Ok(dir) => Some(dir),
+                        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => None,
                         Err(e) => return Err(e),
                     };
+                    let xattrs = match &source {
+                        Some(dir) => fsops::read_xattrs(dir, &path)?,
+                        None => Xattrs::new(),
+                    };
                     self.dest.make_dir(rel)?;
+                    if let Some(source) = source {
+                        state.open_dirs.push(Arc::new(DirHandles {
+                            rel: rel.to_owned(),
+                            source,
+                            dest: self.dest.open_dir(rel)?,
+                            // Not there (or not a directory): its files are copied.
+                            previous: self.previous.as_ref().and_then(|p| p.open_dir(rel).ok()),
+                        }));
+                        state.opened_in_batch += 1;
+                    }
                     let mut entry = Entry::new(rel, Kind::Dir, 0, meta);
                     entry.xattrs.clone_from(&xattrs);
                     state.pending.push(Pending::Done(entry));
@@ -426,6 +497,11 @@ impl ReplicaCopy<'_> {
                     ));
                 }
                 FileType::RegularFile => {
+                    let Some(dir) = parent else {
+                        // Its directory vanished before we could open it.
+                        vanished(&path);
+                        return Ok(());
+                    };
                     // Files with several links: the first path found is copied, the
                     // others become links to it (as `rsync -H` and restic keep them).
                     let seen_before = lstat.nlink > 1
@@ -438,6 +514,7 @@ impl ReplicaCopy<'_> {
                         };
                     let job = FileJob {
                         rel: rel.to_owned(),
+                        dir,
                         lstat: *lstat,
                         previous: None,
                     };
@@ -455,7 +532,7 @@ impl ReplicaCopy<'_> {
                     path.display()
                 )),
             }
-            if state.pending.len() >= BATCH {
+            if state.pending.len() >= BATCH || state.opened_in_batch >= BATCH_DIRS {
                 self.write_batch(&mut state, totals, &mut buf)?;
             }
             Ok(())
@@ -488,6 +565,7 @@ impl ReplicaCopy<'_> {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         let pending = std::mem::take(&mut state.pending);
+        state.opened_in_batch = 0;
         let copied = fsops::par_map(&pending, |item, buf| match item {
             Pending::File(job) => self.file(job, buf).map(Some),
             _ => Ok(None),
@@ -563,7 +641,7 @@ impl ReplicaCopy<'_> {
         first: &Path,
         copied: &Entry,
     ) -> Result<Option<FileOutcome>> {
-        let now = match self.source.lstat(&job.rel) {
+        let now = match job.dir.source.lstat(job.name()) {
             Ok(now) => now,
             Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                 vanished(&self.source.join(&job.rel));
@@ -574,7 +652,7 @@ impl ReplicaCopy<'_> {
         if (now.dev, now.ino) != (job.lstat.dev, job.lstat.ino) || copied.inconsistent {
             return Ok(None);
         }
-        self.dest.hard_link(first, &self.dest, &job.rel)?;
+        self.dest.hard_link(first, &job.dir.dest, job.name())?;
         let mut entry =
             Entry::new(&job.rel, Kind::File, copied.size, copied.meta).with_hard_link(first);
         entry.blake3.clone_from(&copied.blake3);
@@ -594,7 +672,7 @@ impl ReplicaCopy<'_> {
         }
         let mut attempt = 1;
         loop {
-            let src = match self.source.open_file(&job.rel) {
+            let src = match job.dir.source.open_file(job.name()) {
                 Ok(src) => src,
                 Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
                     vanished(&from);
@@ -610,7 +688,7 @@ impl ReplicaCopy<'_> {
             if before.kind != FileType::RegularFile {
                 before.expect_same(&job.lstat, &from)?;
             }
-            let dst = self.dest.create_file(&job.rel, before.mode)?;
+            let dst = job.dir.dest.create_file(job.name(), before.mode)?;
             let layout = fsops::Layout {
                 size: before.size,
                 holes: has_holes(&before),
@@ -637,7 +715,7 @@ impl ReplicaCopy<'_> {
                 }
                 CopyCheck::Changed if attempt < COPY_ATTEMPTS => {
                     drop(copied);
-                    self.dest.remove_file(&job.rel)?;
+                    job.dir.dest.remove_file(job.name())?;
                     attempt += 1;
                     continue;
                 }
@@ -678,14 +756,14 @@ impl ReplicaCopy<'_> {
         stamp: SourceStamp,
     ) -> Result<Option<Entry>> {
         let (Some(previous_dir), Some(previous), Some(recorded_at)) =
-            (&self.previous, &job.previous, self.previous_start)
+            (&job.dir.previous, &job.previous, self.previous_start)
         else {
             return Ok(None);
         };
         if !unchanged_since(previous, recorded_at, &job.lstat, &meta, &stamp) {
             return Ok(None);
         }
-        match previous_dir.hard_link(&job.rel, &self.dest, &job.rel) {
+        match previous_dir.hard_link(job.name(), &job.dir.dest, job.name()) {
             Ok(()) => {}
             // Too many links to one inode, or the old copy is gone: copy instead.
             Err(MoverError::Copy { source, .. })
@@ -698,9 +776,9 @@ impl ReplicaCopy<'_> {
         }
         // Whatever was there is now linked (never followed): keep it only if it is a
         // regular file of the recorded size, else copy instead.
-        let linked = self.dest.lstat(&job.rel)?;
+        let linked = job.dir.dest.lstat(job.name())?;
         if linked.kind != FileType::RegularFile || linked.size != previous.size {
-            self.dest.remove_file(&job.rel)?;
+            job.dir.dest.remove_file(job.name())?;
             return Ok(None);
         }
         let mut entry = Entry::new(&job.rel, Kind::File, job.lstat.size, meta);

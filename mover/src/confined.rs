@@ -195,6 +195,17 @@ impl Dir {
         Self::open_trusted(path)
     }
 
+    /// Another handle on this directory.
+    pub(crate) fn try_clone(&self) -> Result<Dir> {
+        Ok(Dir {
+            fd: self
+                .fd
+                .try_clone()
+                .map_err(io_err("duplicate the handle of", &self.path))?,
+            path: self.path.clone(),
+        })
+    }
+
     /// The path of `rel` below this directory, for messages.
     pub(crate) fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.path.join(rel)
