@@ -692,6 +692,8 @@ impl ReplicaCopy<'_> {
             let layout = fsops::Layout {
                 size: before.size,
                 holes: has_holes(&before),
+                // The live file: the app may read it too, and it may be cached.
+                read_once: false,
             };
             let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
             // Read between the two fstats: a change to them moves the ctime.

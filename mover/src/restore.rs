@@ -376,6 +376,7 @@ impl Stager<'_> {
         let layout = fsops::Layout {
             size: entry.size,
             holes: entry.sparse,
+            read_once: true,
         };
         let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
         if copied.len != entry.size {
