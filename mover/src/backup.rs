@@ -432,6 +432,7 @@ impl ReplicaCopy<'_> {
         totals: &mut Totals,
     ) -> Result<Replica> {
         let root = meta_of(&self.source.stat()?, self.source.path())?;
+        let root_xattrs = fsops::read_xattrs(self.source, self.source.path())?;
         let root_handles = DirHandles {
             rel: PathBuf::new(),
             source: self.source.try_clone()?,
@@ -548,9 +549,11 @@ impl ReplicaCopy<'_> {
             fsops::write_xattrs(&dir, xattrs, dir.path())?;
         }
         self.dest.set_meta(&root)?;
+        fsops::write_xattrs(&self.dest, &root_xattrs, self.dest.path())?;
         Ok(Replica {
             ordinal: self.ordinal,
             root,
+            root_xattrs,
             entries: Vec::new(),
             entry_file: Some(state.writer.finish()?),
         })

@@ -265,7 +265,7 @@ impl TreeCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Meta;
+    use crate::manifest::{Meta, Xattrs};
     use chrono::DateTime;
     use std::path::Path;
 
@@ -360,6 +360,7 @@ mod tests {
         let replica = Replica {
             ordinal: 0,
             root: meta(),
+            root_xattrs: Xattrs::new(),
             entries: Vec::new(),
             entry_file: Some(writer.finish().expect("finish")),
         };

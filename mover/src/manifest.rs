@@ -81,6 +81,9 @@ pub struct Replica {
     pub ordinal: u32,
     /// Metadata of the volume's root directory.
     pub root: Meta,
+    /// Extended attributes of the volume's root directory (its default ACL among them).
+    #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
+    pub root_xattrs: Xattrs,
     /// Formats 1 and 2: every file, directory and symlink below the root, parents before
     /// children. Format 3: empty, the entries are in [`EntryFile`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -531,6 +534,7 @@ mod tests {
             replicas: vec![Replica {
                 ordinal: 0,
                 root: meta,
+                root_xattrs: Xattrs::new(),
                 entries: vec![odd, Entry::new(Path::new("dir"), Kind::Dir, 0, meta), file],
                 entry_file: None,
             }],
@@ -700,6 +704,7 @@ mod tests {
             let replica = Replica {
                 ordinal: 0,
                 root: meta,
+                root_xattrs: Xattrs::new(),
                 entries,
                 entry_file: None,
             };

@@ -152,6 +152,7 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
                     volume,
                     staging,
                     root: replica.root,
+                    root_xattrs: replica.root_xattrs.clone(),
                 });
             }
             Err(e) => {

@@ -30,8 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
+use crate::fsops;
 use crate::lock::{self, AppLock};
-use crate::manifest::Meta;
+use crate::manifest::{Meta, Xattrs};
 
 /// The staging directory a restore writes into.
 pub(crate) const STAGING: &str = ".hellostateful-staging";
@@ -70,6 +71,9 @@ struct Journal {
     ordinals: Vec<u32>,
     /// Metadata for the volume root, applied last.
     root: Meta,
+    /// Extended attributes for the volume root, applied with its metadata.
+    #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
+    root_xattrs: Xattrs,
 }
 
 /// Exclusive locks on every volume, taken in ordinal order (so two restores cannot
@@ -186,8 +190,8 @@ pub(crate) fn recover(volumes: &[(u32, Dir)]) -> Result<()> {
             for (volume, journal) in journals {
                 swapped.push((volume, advance(volume, journal)?));
             }
-            for (volume, root) in swapped {
-                finish(volume, &root)?;
+            for (volume, journal) in swapped {
+                finish(volume, &journal)?;
             }
             crate::warn(format!("the restore of backup {id} is now complete"));
             return Ok(());
@@ -231,6 +235,8 @@ pub(crate) struct Staged<'a> {
     pub staging: Inode,
     /// Metadata for the volume root.
     pub root: Meta,
+    /// Extended attributes for the volume root.
+    pub root_xattrs: Xattrs,
 }
 
 /// Marks every volume `Prepared`: nothing live has moved yet.
@@ -241,13 +247,7 @@ pub(crate) fn prepare(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Resu
             .open_dir(STAGING)?
             .stat()?
             .expect_same(&s.staging, &s.volume.join(STAGING))?;
-        let journal = Journal {
-            phase: Phase::Prepared,
-            id: id.to_owned(),
-            ordinals: ordinals.to_vec(),
-            root: s.root,
-        };
-        write_journal(s.volume, &journal)?;
+        write_journal(s.volume, &s.journal(id, ordinals))?;
     }
     Ok(())
 }
@@ -255,24 +255,32 @@ pub(crate) fn prepare(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Resu
 /// Swaps every prepared volume in: the first journal moved past `Prepared` commits the
 /// set. Returns whether ownership of every root could be set.
 pub(crate) fn commit(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Result<bool> {
+    let mut swapped = Vec::new();
     for s in staged {
-        let journal = Journal {
-            phase: Phase::Prepared,
-            id: id.to_owned(),
-            ordinals: ordinals.to_vec(),
-            root: s.root,
-        };
-        advance(s.volume, journal)?;
+        swapped.push((s.volume, advance(s.volume, s.journal(id, ordinals))?));
     }
     let mut owned = true;
-    for s in staged {
-        owned &= finish(s.volume, &s.root)?;
+    for (volume, journal) in swapped {
+        owned &= finish(volume, &journal)?;
     }
     Ok(owned)
 }
 
-/// Runs a volume's swap from the journal's phase to `Swapped`; returns the root's metadata.
-fn advance(volume: &Dir, mut journal: Journal) -> Result<Meta> {
+impl Staged<'_> {
+    /// The journal of this volume's swap, `Prepared`.
+    fn journal(&self, id: &str, ordinals: &[u32]) -> Journal {
+        Journal {
+            phase: Phase::Prepared,
+            id: id.to_owned(),
+            ordinals: ordinals.to_vec(),
+            root: self.root,
+            root_xattrs: self.root_xattrs.clone(),
+        }
+    }
+}
+
+/// Runs a volume's swap from the journal's phase to `Swapped`; returns the journal.
+fn advance(volume: &Dir, mut journal: Journal) -> Result<Journal> {
     loop {
         match journal.phase {
             Phase::Prepared => journal.phase = Phase::MoveOld,
@@ -303,7 +311,7 @@ fn advance(volume: &Dir, mut journal: Journal) -> Result<Meta> {
                 volume.remove_tree(OLD)?;
                 volume.remove_tree(STAGING)?;
                 volume.sync()?;
-                return Ok(journal.root);
+                return Ok(journal);
             }
         }
         write_journal(volume, &journal)?;
@@ -311,12 +319,23 @@ fn advance(volume: &Dir, mut journal: Journal) -> Result<Meta> {
 }
 
 /// Removes a swapped volume's journal and sets its root's metadata (last, because
-/// removing the journal changes the root's mtime). Returns whether ownership was set.
-fn finish(volume: &Dir, root: &Meta) -> Result<bool> {
+/// removing the journal changes the root's mtime) and extended attributes. Returns
+/// whether ownership was set.
+fn finish(volume: &Dir, journal: &Journal) -> Result<bool> {
     volume.remove_file(JOURNAL)?;
     volume.sync()?;
     crate::fault::step();
-    volume.set_meta(root)
+    let owned = volume.set_meta(&journal.root)?;
+    let refused = fsops::write_xattrs(volume, &journal.root_xattrs, volume.path())?;
+    if !refused.is_empty() {
+        crate::warn(format!(
+            "extended attributes of {} not restored (not supported by this filesystem or not \
+             permitted): {}",
+            volume.path().display(),
+            refused.join(", ")
+        ));
+    }
+    Ok(owned)
 }
 
 fn write_journal(volume: &Dir, journal: &Journal) -> Result<()> {

@@ -217,6 +217,9 @@ fn extended_attributes_and_acls_come_back() {
     set(&volume.join("shared"), "user.team", b"\x00binary\xff").expect("dir xattr");
     set(&volume.join("doc"), "system.posix_acl_access", &access).expect("acl");
     set(&volume.join("shared"), "system.posix_acl_default", &default).expect("default acl");
+    // The volume root's own: a default ACL there governs every file the app creates.
+    set(&volume, "user.volume", b"root").expect("root xattr");
+    set(&volume, "system.posix_acl_default", &default).expect("root default acl");
     let mode_with_acl = fs::metadata(volume.join("doc")).expect("stat").mode() & 0o777;
 
     let dest = round_trip(tmp.path(), &source);
@@ -230,6 +233,8 @@ fn extended_attributes_and_acls_come_back() {
             ("doc", "system.posix_acl_access"),
             ("shared", "user.team"),
             ("shared", "system.posix_acl_default"),
+            ("", "user.volume"),
+            ("", "system.posix_acl_default"),
         ] {
             assert_eq!(
                 xattr(&root.join(rel), name),
