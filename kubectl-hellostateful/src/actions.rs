@@ -230,6 +230,18 @@ async fn follow(
 ) -> Result<Outcome, CliError> {
     let started = Instant::now();
     let spinner = if ctx.terminal.stderr {
+        if matches!(kind, Kind::Backup) {
+            // `backup` and `backups` differ by one letter: say what started, and how to
+            // get what the other one does.
+            eprintln!(
+                "{}",
+                ctx.style.dim(format!(
+                    "Started a backup of {}/{name}; Ctrl-C stops waiting (the backup goes \
+                     on). To list backups instead: kubectl hellostateful backups {name}",
+                    kube.namespace
+                ))
+            );
+        }
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")

@@ -309,6 +309,11 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
                 .map(|j| format!(", job {j}"))
                 .unwrap_or_default()
         )),
+        // An app created again starts a new status: its backups are the old app's.
+        None if status.is_restored => out.push_str(&format!(
+            "  <none since this app was created; it was restored from an earlier one: \
+             kubectl hellostateful backups {name}>\n"
+        )),
         None => out.push_str("  <none>\n"),
     }
     if let Some(b) = status
@@ -605,6 +610,33 @@ mod tests {
 
     fn time(s: &str) -> Time {
         Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn a_restored_app_without_a_backup_of_its_own_points_to_its_backups() {
+        let mut hello = app("default", "hello", 1, 1);
+        let status = hello.status.as_mut().unwrap();
+        status.last_backup = None;
+        status.is_restored = true;
+        let view = View {
+            namespace: "default".into(),
+            app: Some(hello),
+            statefulset: None,
+            pods: vec![],
+            claims: vec![],
+            cronjob: None,
+            jobs: vec![],
+            events: vec![],
+            problems: vec![],
+        };
+        let text = render(&view, now(), Style::PLAIN);
+        assert!(
+            text.contains(
+                "Last backup:\n  <none since this app was created; it was restored from an \
+                 earlier one: kubectl hellostateful backups hello>\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -79,6 +79,21 @@ fn restore_yes_on_a_terminal_restores() {
 }
 
 #[test]
+fn backup_on_a_terminal_says_how_to_list_backups_instead() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: Some("Succeeded"),
+    });
+    let mut session =
+        spawn_command(command(&api.kubeconfig, &["backup", "hello"]), Some(15_000)).expect("spawn");
+    session
+        .exp_string("To list backups instead: kubectl hellostateful backups hello")
+        .expect("the hint");
+    session.exp_eof().expect("exit");
+    assert_eq!(api.requests().iter().filter(|r| r.0 == "PATCH").count(), 1);
+}
+
+#[test]
 fn create_asks_for_a_schedule_on_a_terminal() {
     let api = FakeApi::start(Behaviour {
         crd: true,
