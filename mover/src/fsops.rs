@@ -240,6 +240,35 @@ fn read_directly(src: &File) -> bool {
         .is_ok()
 }
 
+/// A big file of a backup: the kernel copies it (`copy_file_range`, as cp does: one copy of
+/// each byte instead of a read and a write through our buffer), and each chunk is hashed
+/// from the new file while its pages are still cached, so the checksum is of what was
+/// written. (A restore reads with direct I/O instead: see [`read_directly`]; a backup
+/// must not bypass the cache the app may be using.) `None` if the filesystem refuses
+/// before anything is copied: then the caller reads and writes.
+fn copy_in_kernel(
+    src: &File,
+    dst: &File,
+    hasher: &mut blake3::Hasher,
+    buf: &mut [u8],
+) -> io::Result<Option<u64>> {
+    let mut len = 0u64;
+    loop {
+        let n = match rustix::fs::copy_file_range(src, None, dst, None, buf.len()) {
+            Ok(0) => return Ok(Some(len)),
+            Ok(n) => n,
+            Err(Errno::INTR) => continue,
+            Err(Errno::XDEV | Errno::INVAL | Errno::OPNOTSUPP | Errno::NOSYS) if len == 0 => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        dst.read_exact_at(&mut buf[..n], len)?;
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
+}
+
 /// Back to buffered reads, from `offset` (a direct read the device refused).
 fn read_buffered(mut src: &File, offset: u64) -> io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(src)?;
@@ -274,6 +303,17 @@ pub(crate) fn copy_into(
             to: to.to_owned(),
             source,
         })?
+    } else if let Some(len) = (!layout.read_once && layout.size >= DIRECT_MIN)
+        .then(|| copy_in_kernel(src, &dst, &mut hasher, buf))
+        .transpose()
+        .map_err(|source| MoverError::Copy {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            source,
+        })?
+        .flatten()
+    {
+        len
     } else {
         let mut direct = layout.read_once && layout.size >= DIRECT_MIN && read_directly(src);
         // Direct reads need an aligned buffer (offsets stay aligned: whole chunks).
