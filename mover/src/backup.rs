@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
-use crate::entries::{self, Entries, EntryWriter};
+use crate::entries::{self, BATCH, Entries, EntryWriter};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
 use crate::lock;
@@ -47,10 +47,6 @@ const CLOCK_SLACK: TimeDelta = TimeDelta::seconds(1);
 
 /// How many inconsistent files the report names (it must fit a termination message).
 const NAMED_INCONSISTENT: usize = 10;
-
-/// Entries walked before their files are copied and their lines written: memory holds
-/// one batch, however many files a volume has.
-const BATCH: usize = 4096;
 
 /// Directories opened per batch at most (each holds three descriptors until its batch is
 /// written).

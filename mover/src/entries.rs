@@ -10,12 +10,17 @@
 
 use std::cmp::Ordering;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::confined::Dir;
 use crate::error::{MoverError, Result, io_err};
+use crate::fsops;
 use crate::manifest::{self, Entry, EntryFile, Kind, LinkTargets, Replica};
+
+/// Entries handled at a time by backup, restore and verify: memory holds one batch,
+/// however many files a volume has.
+pub(crate) const BATCH: usize = 4096;
 
 /// Writes one replica's entries file, hashing it as it goes.
 pub(crate) struct EntryWriter {
@@ -79,19 +84,10 @@ impl EntryWriter {
 pub(crate) fn check_file(snapshot: &Dir, replica: &Replica, recorded: &EntryFile) -> Result<()> {
     let name = replica.entry_file_name();
     let path = snapshot.join(&name);
-    let mut file = snapshot.open_file(&name)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0; 64 * 1024];
-    let mut bytes = 0u64;
-    loop {
-        let n = file.read(&mut buf).map_err(io_err("read", &path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        bytes += n as u64;
-    }
-    if bytes != recorded.bytes || hasher.finalize().to_hex().as_str() != recorded.blake3 {
+    let file = snapshot.open_file(&name)?;
+    let bytes = file.metadata().map_err(io_err("stat", &path))?.len();
+    let hash = fsops::hash_file(&file, &mut Vec::new()).map_err(io_err("read", &path))?;
+    if bytes != recorded.bytes || hash.to_hex().as_str() != recorded.blake3 {
         return Err(MoverError::ManifestInvalid {
             path,
             reason: "its checksum does not match the manifest (edited or damaged); refusing \

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
-use crate::entries;
+use crate::entries::{self, BATCH};
 use crate::error::{MoverError, Result, SWAP_INTERRUPTED, io_err};
 use crate::fsops;
 use crate::lock;
@@ -311,9 +311,6 @@ fn stage(
     }
     Ok((bytes, files, staging.stat()?))
 }
-
-/// Files staged per batch.
-const BATCH: usize = 4096;
 
 /// Writes one replica's files into its staging directory.
 struct Stager<'a> {

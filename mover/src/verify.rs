@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::catalog::{self, Snapshot};
 use crate::confined::Dir;
-use crate::entries;
+use crate::entries::{self, BATCH};
 use crate::error::Result;
 use crate::fsops;
 use crate::lock;
@@ -93,9 +93,6 @@ pub(crate) fn check(snapshot: &Snapshot) -> Result<Vec<String>> {
     }
     Ok(problems)
 }
-
-/// Entries checked per batch.
-const BATCH: usize = 4096;
 
 /// The problems of a batch of (path in the snapshot, entry), checked in parallel.
 fn check_batch(dir: &Dir, batch: &[(PathBuf, Entry)]) -> Result<Vec<String>> {
