@@ -12,7 +12,9 @@ REAL_NODE=hellostateful-node
 CONTROL_PLANE=aaa-hs-control-plane
 CORDONED=aab-hs-cordoned
 NOT_READY=aac-hs-notready
-FAKE_NODES=("$CONTROL_PLANE" "$CORDONED" "$NOT_READY")
+# Ready and free, made only while a test needs a better-looking node than the real one.
+SPARE=aad-hs-spare
+FAKE_NODES=("$CONTROL_PLANE" "$CORDONED" "$NOT_READY" "$SPARE")
 
 now() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
 
@@ -33,7 +35,7 @@ EOF
 renew_leases() {
   local name
   while :; do
-    for name in "$CONTROL_PLANE" "$CORDONED"; do
+    for name in "$CONTROL_PLANE" "$CORDONED" "$SPARE"; do
       kubectl -n kube-node-lease apply -f - >/dev/null 2>&1 <<EOF
 apiVersion: coordination.k8s.io/v1
 kind: Lease
@@ -123,8 +125,39 @@ test_a_toleration_and_a_selector_pin_the_data_to_a_tainted_node() {
   [[ $(kubectl -n "$ns" get pod cp-0 -o jsonpath='{.spec.tolerations[?(@.key=="node-role.kubernetes.io/control-plane")].operator}') == Exists ]]
 }
 
+# Backups in a node directory are on one node: an app restored from them (its own, or
+# another app's by spec.restoreFrom) must have its volumes made there, not on the node that
+# sorts first.
+test_an_app_restored_from_node_directory_backups_is_made_on_their_node() {
+  local ns
+  ns=$(new_ns onnode)
+  trap "kubectl delete node '$SPARE' --ignore-not-found --wait=false >/dev/null 2>&1; cleanup_ns '$ns'" EXIT
+  app_yaml src '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "src Ready" 120 app_ready "$ns" src || { on_fail "$ns"; return 1; }
+  wait_for "src wrote" 60 lines_at_least "$(host_log "$ns" src 0)" 1
+  "$HS_PLUGIN" -n "$ns" backup src --timeout 3m >/dev/null || { on_fail "$ns"; return 1; }
+  fake_node "$SPARE" true '{}'
+  # Without backups to restore, the spare node (first by name, Ready, free) is chosen.
+  app_yaml fresh '{"replicas": 0}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "fresh placed" 60 bash -c "[[ -n \$(kubectl -n '$ns' get hellostateful fresh -o jsonpath='{.status.nodeName}') ]]"
+  [[ $(jp "$ns" fresh '{.status.nodeName}') == "$SPARE" ]] || { echo "fresh is on $(jp "$ns" fresh '{.status.nodeName}')"; return 1; }
+  # From src's backups: on the node that holds them, running, with src's data.
+  app_yaml copy '{"replicas": 1, "restoreFrom": {"name": "src"}}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "copy Ready" 180 app_ready "$ns" copy || { on_fail "$ns"; return 1; }
+  [[ $(pinned_node "$ns" copy) == "$REAL_NODE" && $(jp "$ns" copy '{.status.nodeName}') == "$REAL_NODE" ]]
+  [[ $(jp "$ns" copy '{.status.isRestored}') == true ]]
+  head -n1 "$(host_log "$ns" copy 0)" | cmp -s - <(head -n1 "$BACKUP_ROOT/$ns/src/$(backups_of "$ns" src | tail -n1)/0/stateful.log")
+  # src deleted and created again with restoreFromExisting: back on its backups' node.
+  kubectl -n "$ns" delete hellostateful src --wait=true --timeout=120s >/dev/null
+  app_yaml src '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "src Ready again" 180 app_ready "$ns" src || { on_fail "$ns"; return 1; }
+  [[ $(pinned_node "$ns" src) == "$REAL_NODE" && $(jp "$ns" src '{.status.isRestored}') == true ]]
+  node_is_ready "$SPARE"
+}
+
 setup_nodes
 run_test the_data_node_is_one_the_app_can_run_on test_the_data_node_is_one_the_app_can_run_on
 run_test no_fitting_node_is_reported_with_each_reason test_no_fitting_node_is_reported_with_each_reason
 run_test a_toleration_and_a_selector_pin_the_data_to_a_tainted_node test_a_toleration_and_a_selector_pin_the_data_to_a_tainted_node
+run_test an_app_restored_from_node_directory_backups_is_made_on_their_node test_an_app_restored_from_node_directory_backups_is_made_on_their_node
 summary

@@ -155,6 +155,75 @@ test_invalid_spec_shows_the_apis_reason() {
   expect_fail "schedule" hs create badcron --schedule 'every minute'
 }
 
+# starts_with_file LIVE SNAPSHOT: the live file begins with the snapshot's whole content.
+starts_with_file() { cmp -s -n "$(stat -c %s "$2")" "$1" "$2"; }
+
+test_create_from_backup_restores_an_older_backup_of_another_app() {
+  local older newer live out
+  older=$(backups_of "$NS" demo | tail -n1)
+  live=$(host_log "$NS" demo 0)
+  # demo writes a line every 10 s: its next backup holds more than the one before.
+  wait_for "demo wrote since $older" 60 bash -c "(( \$(stat -c %s '$live') > \$(stat -c %s '$BACKUP_ROOT/$NS/demo/$older/0/stateful.log') ))"
+  hs backup demo --wait --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  newer=$(backups_of "$NS" demo | tail -n1)
+  [[ $older != "$newer" ]] || { echo "no new backup after $older"; return 1; }
+  out=$(hs create copy --from-backup "demo/$older" 2>&1) || { echo "$out"; return 1; }
+  [[ $out == *"It restores backup $older of app demo before it starts"* ]] || { echo "$out"; return 1; }
+  wait_for "copy Ready" 180 app_ready "$NS" copy || { on_fail "$NS"; return 1; }
+  [[ $(jp "$NS" copy '{.status.isRestored}') == true ]]
+  status_contains "$NS" copy '{.status.conditions[?(@.type=="Restoring")].message}' "backup $older of app demo"
+  # copy's log is the older snapshot's, then its own lines: not the newer snapshot's.
+  starts_with_file "$(host_log "$NS" copy 0)" "$BACKUP_ROOT/$NS/demo/$older/0/stateful.log" ||
+    { echo "copy does not start from $older"; return 1; }
+  if starts_with_file "$(host_log "$NS" copy 0)" "$BACKUP_ROOT/$NS/demo/$newer/0/stateful.log"; then
+    echo "copy holds the newer backup $newer"; return 1
+  fi
+  hs status copy | grep -q "Restore on create: *backup $older of app demo" || { hs status copy; return 1; }
+  # demo itself is untouched and still runs.
+  app_ready "$NS" demo
+}
+
+test_create_from_backup_refuses_a_source_without_backups() {
+  expect_fail "app nosuch has no backups in namespace $NS" hs create stray --from-backup nosuch
+  if kubectl -n "$NS" get hellostateful stray >/dev/null 2>&1; then echo "stray was created anyway"; return 1; fi
+  expect_fail "is not an app name" hs create stray --from-backup 'Demo'
+  expect_fail "is not a backup id" hs create stray --from-backup 'demo/../x'
+  # Applied without the plugin: the reconciler keeps it stopped and says why, and starts
+  # it on empty volumes once the field is removed.
+  app_yaml stray '{"replicas": 1, "restoreFrom": {"name": "nosuch"}}' | kubectl -n "$NS" apply -f - >/dev/null
+  wait_for "stray says its source is missing" 60 bash -c \
+    "[[ \$(kubectl -n '$NS' get hellostateful stray -o jsonpath='{.status.conditions[?(@.type==\"Restoring\")].reason}') == RestoreSourceMissing ]]"
+  status_contains "$NS" stray '{.status.conditions[?(@.type=="Ready")].message}' "backups-nosuch does not exist"
+  if kubectl -n "$NS" get statefulset stray >/dev/null 2>&1; then echo "stray started without its data"; return 1; fi
+  has_event "$NS" RestoreSourceMissing
+  kubectl -n "$NS" patch hellostateful stray --type=json -p '[{"op": "remove", "path": "/spec/restoreFrom"}]' >/dev/null
+  wait_for "stray Ready on empty volumes" 120 app_ready "$NS" stray || { on_fail "$NS"; return 1; }
+  [[ $(jp "$NS" stray '{.status.isRestored}') == false ]]
+  [[ $(jp "$NS" stray '{.status.conditions[?(@.type=="Restoring")].reason}') == NotRestored ]]
+  # A backup id that does not exist fails the restore with the mover's words.
+  hs create stray2 --from-backup demo/20000101T000000Z >/dev/null 2>&1
+  wait_for "stray2's restore failed" 120 bash -c \
+    "[[ \$(kubectl -n '$NS' get hellostateful stray2 -o jsonpath='{.status.conditions[?(@.type==\"Restoring\")].reason}') == RestoreFailed ]]" ||
+    { on_fail "$NS"; return 1; }
+  status_contains "$NS" stray2 '{.status.conditions[?(@.type=="Restoring")].message}' "20000101T000000Z"
+  status_contains "$NS" stray2 '{.status.conditions[?(@.type=="Restoring")].message}' "spec.restoreFrom"
+  if kubectl -n "$NS" get statefulset stray2 >/dev/null 2>&1; then echo "stray2 started without its data"; return 1; fi
+  kubectl -n "$NS" delete hellostateful stray stray2 --wait=true --timeout=120s >/dev/null
+}
+
+test_create_from_backup_of_a_deleted_app_brings_its_newest_data() {
+  local newest
+  # demo was deleted above; its backups were kept.
+  newest=$(backups_of "$NS" demo | tail -n1)
+  [[ -n $newest ]]
+  hs create copy2 --from-backup demo 2>/dev/null
+  hs get copy2 -o json | jq -e '.spec.restoreFrom == {"name": "demo"}' >/dev/null
+  wait_for "copy2 Ready" 180 app_ready "$NS" copy2 || { on_fail "$NS"; return 1; }
+  status_contains "$NS" copy2 '{.status.conditions[?(@.type=="Restoring")].message}' "backup $newest of app demo"
+  starts_with_file "$(host_log "$NS" copy2 0)" "$BACKUP_ROOT/$NS/demo/$newest/0/stateful.log" ||
+    { echo "copy2 does not start from $newest"; return 1; }
+}
+
 test_delete_says_backups_are_kept() {
   local out
   expect_fail "--yes" hs delete demo </dev/null
@@ -234,7 +303,10 @@ run_test version_reports_plugin_and_reconciler test_version_reports_plugin_and_r
 run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_verb_on_which_resource
 run_test kubectl_global_flags_reach_the_api_server test_kubectl_global_flags_reach_the_api_server
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
+run_test create_from_backup_restores_an_older_backup_of_another_app test_create_from_backup_restores_an_older_backup_of_another_app
+run_test create_from_backup_refuses_a_source_without_backups test_create_from_backup_refuses_a_source_without_backups
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
+run_test create_from_backup_of_a_deleted_app_brings_its_newest_data test_create_from_backup_of_a_deleted_app_brings_its_newest_data
 run_test delete_without_a_running_reconciler_says_why_the_app_stays test_delete_without_a_running_reconciler_says_why_the_app_stays
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
 run_test install_waits_and_names_an_image_the_nodes_cannot_pull test_install_waits_and_names_an_image_the_nodes_cannot_pull

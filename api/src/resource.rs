@@ -47,6 +47,14 @@ pub struct HelloStatefulSpec {
     #[serde(default)]
     pub restore_from_existing: bool,
 
+    /// Restore a backup of another app of this namespace into this one before it first
+    /// starts (`kubectl hellostateful create NAME --from-backup OTHER[/ID]`): the other app
+    /// may have been deleted, its backups outlive it. It is read once, when the app is
+    /// created; a source without that backup keeps the app stopped and says so, and
+    /// removing the field then starts it as restoreFromExisting would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<RestoreSource>,
+
     /// Cron schedule of automatic backups, for example "*/5 * * * *" or "@hourly".
     /// Omit it for no scheduled backups (on-demand backups still work).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +109,38 @@ pub struct HelloStatefulSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
+}
+
+/// The backup a new app starts from: an app of the same namespace and one of its backups.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreSource {
+    /// The app whose backups are read, in this namespace (its backups are found where its
+    /// target says: its own node directory, or this app's backup claim).
+    #[schemars(length(min = 1, max = 45))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("restoreFrom.name must be the name of an app: a DNS-1035 label"))]
+    pub name: String,
+
+    /// The backup id, like 20261129T150102Z. Default: the newest complete backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9_][-A-Za-z0-9._]*$')").message("restoreFrom.backupId must be a backup id like 20261129T150102Z (letters, digits, '-', '.', '_')"))]
+    pub backup_id: Option<String>,
+}
+
+impl RestoreSource {
+    /// The snapshot to restore, as the mover takes it: an id or `latest`.
+    pub fn snapshot(&self) -> &str {
+        self.backup_id.as_deref().unwrap_or("latest")
+    }
+
+    /// What it names, for people: "backup ID of app OTHER" or "the newest backup of app OTHER".
+    pub fn describe(&self) -> String {
+        match &self.backup_id {
+            Some(id) => format!("backup {id} of app {}", self.name),
+            None => format!("the newest backup of app {}", self.name),
+        }
+    }
 }
 
 /// The identity of the app's container.

@@ -7,6 +7,7 @@ use croner::Cron;
 use thiserror::Error;
 
 use crate::HelloStatefulSpec;
+use crate::names::MAX_NAME_LEN;
 
 /// Why a spec cannot be carried out.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -15,6 +16,10 @@ pub enum SpecError {
     Schedule { schedule: String, reason: String },
     #[error("restore-from {0:?} is not a backup id (like 20261129T150102Z) or \"latest\"")]
     RestoreFrom(String),
+    #[error(
+        "restoreFrom.name {0:?} is not the name of an app: at most {MAX_NAME_LEN} lower-case letters, digits and '-', starting with a letter and not ending with '-'"
+    )]
+    SourceName(String),
 }
 
 /// Macros Kubernetes CronJobs accept in place of five fields.
@@ -76,6 +81,18 @@ pub fn restore_from(value: &str) -> Result<(), SpecError> {
     }
 }
 
+/// Whether `name` can name an app, as the CRD requires: a DNS-1035 label of at most
+/// [`MAX_NAME_LEN`] characters (it names the app's Service and backup CronJob).
+pub fn is_app_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 /// A node path as the CRD accepts it (`^(/[A-Za-z0-9_][-A-Za-z0-9._]*)+$`, 2 to 512
 /// characters): absolute, no empty, `.` or `..` component, no trailing `/`, never `/` itself.
 /// The plugin checks flags with it before sending, the reconciler the admin's backup roots.
@@ -97,6 +114,12 @@ pub fn is_clean_absolute_path(path: &str) -> bool {
 pub fn spec(spec: &HelloStatefulSpec) -> Result<(), SpecError> {
     if let Some(expression) = &spec.backup_schedule {
         schedule(expression)?;
+    }
+    if let Some(source) = &spec.restore_from {
+        if !is_app_name(&source.name) {
+            return Err(SpecError::SourceName(source.name.clone()));
+        }
+        restore_from(source.snapshot())?;
     }
     Ok(())
 }
@@ -176,6 +199,29 @@ mod tests {
             "--target=/",
         ] {
             assert!(restore_from(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_restore_source_is_an_app_name_and_a_backup_id() {
+        let with = |source: serde_json::Value| {
+            let parsed: HelloStatefulSpec =
+                serde_json::from_value(serde_json::json!({"restoreFrom": source})).expect("spec");
+            spec(&parsed)
+        };
+        assert_eq!(with(serde_json::json!({"name": "old"})), Ok(()));
+        assert_eq!(
+            with(serde_json::json!({"name": "old", "backupId": "20261129T150102Z"})),
+            Ok(())
+        );
+        for bad in ["", "Old", "../x", "a/b", "-x", &"a".repeat(46)] {
+            assert!(with(serde_json::json!({"name": bad})).is_err(), "{bad}");
+        }
+        for bad in ["../x", "--target=/", ".x", "a b"] {
+            assert!(
+                with(serde_json::json!({"name": "old", "backupId": bad})).is_err(),
+                "{bad}"
+            );
         }
     }
 }

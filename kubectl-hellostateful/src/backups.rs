@@ -130,27 +130,12 @@ pub fn backup_claim_readable(
 pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
     let kube = ctx.connect().await?;
     let claim_name = names::backup_claim(name);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(kube.client.clone(), &kube.namespace);
-    let get_backup_claim = || async {
-        claims.get_opt(&claim_name).await.map_err(|e| {
-            explain(
-                e,
-                &Action::new(
-                    "get",
-                    format!(
-                        "persistentvolumeclaim {claim_name:?} in namespace {:?}",
-                        kube.namespace
-                    ),
-                ),
-            )
-        })
-    };
     let (source, claim) = match kube.get_app(name).await {
         Ok(app) => match Source::of(app.spec.backup_target()) {
-            Source::NodeDirectory => (Source::NodeDirectory, get_backup_claim().await?),
+            Source::NodeDirectory => (Source::NodeDirectory, backup_claim(&kube, name).await?),
             other => (other, None),
         },
-        Err(not_found @ CliError::NotFound { .. }) => match get_backup_claim().await? {
+        Err(not_found @ CliError::NotFound { .. }) => match backup_claim(&kube, name).await? {
             Some(claim) => (Source::NodeDirectory, Some(claim)),
             None => return Err(not_found),
         },
@@ -167,6 +152,27 @@ pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
     }
     let entries = read_catalog(ctx, &kube, name, &source).await?;
     print_catalog(ctx, &kube.namespace, name, entries, false)
+}
+
+/// App `name`'s backup claim (node-directory backups), if it exists.
+pub async fn backup_claim(
+    kube: &Kube,
+    name: &str,
+) -> Result<Option<PersistentVolumeClaim>, CliError> {
+    let claim_name = names::backup_claim(name);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(kube.client.clone(), &kube.namespace);
+    claims.get_opt(&claim_name).await.map_err(|e| {
+        explain(
+            e,
+            &Action::new(
+                "get",
+                format!(
+                    "persistentvolumeclaim {claim_name:?} in namespace {:?}",
+                    kube.namespace
+                ),
+            ),
+        )
+    })
 }
 
 /// Runs the catalog pod to its end, then deletes it.

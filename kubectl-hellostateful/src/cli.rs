@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
+use hellostateful_api::{RestoreSource, validate};
 
 const ABOUT: &str = "Run a stateful app on Kubernetes and back up and restore its data";
 
@@ -138,6 +139,9 @@ and no --schedule is given, asks for one (empty for none); never asks without a 
         after_help = "Examples:
   # The 2018 walkthrough: one replica, a backup every 5 minutes, restore on re-creation
   kubectl hellostateful create hello --schedule '*/5 * * * *' --restore-from-existing
+
+  # A new app from a backup of app hello (hello may have been deleted)
+  kubectl hellostateful create hello-copy --from-backup hello/20261129T150102Z
 
   # Three replicas on dynamically provisioned volumes, keep the last 3 backups
   kubectl hellostateful create web -n prod --replicas 3 --storage-class standard --size 5Gi --keep-last 3
@@ -339,6 +343,12 @@ pub struct CreateArgs {
     /// Restore the newest backup of this namespace/name before the app first starts
     #[arg(long)]
     pub restore_from_existing: bool,
+    /// Start from a backup of another app of the namespace, which may have been deleted:
+    /// its newest backup (OTHER) or the one named (OTHER/ID), restored before the app first
+    /// starts; `kubectl hellostateful backups OTHER` lists them
+    #[arg(long, value_name = "OTHER[/ID]", value_parser = parse_backup_source,
+          conflicts_with = "restore_from_existing")]
+    pub from_backup: Option<RestoreSource>,
     /// Container image of the app (default busybox:1.36 running the logging loop)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -506,6 +516,26 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
             "{text:?} is not a node label like kubernetes.io/hostname=node-1"
         )),
     }
+}
+
+/// Parses `OTHER` or `OTHER/ID` as the CRD would take them in `spec.restoreFrom`.
+fn parse_backup_source(text: &str) -> Result<RestoreSource, String> {
+    let (name, id) = match text.split_once('/') {
+        Some((name, id)) => (name, Some(id)),
+        None => (text, None),
+    };
+    if !validate::is_app_name(name) {
+        return Err(format!(
+            "{name:?} is not an app name (lower-case letters, digits and '-', starting with a letter)"
+        ));
+    }
+    if let Some(id) = id {
+        validate::restore_from(id).map_err(|e| e.to_string())?;
+    }
+    Ok(RestoreSource {
+        name: name.to_string(),
+        backup_id: id.filter(|id| *id != "latest").map(str::to_string),
+    })
 }
 
 /// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.

@@ -2,12 +2,14 @@
 
 use hellostateful_api::names::MAX_NAME_LEN;
 use hellostateful_api::{
-    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, Retention, StorageSpec, validate,
+    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, ResolvedTarget, RestoreSource,
+    Retention, StorageSpec, names, validate,
 };
 use kube::api::PostParams;
 
+use crate::backups;
 use crate::cli::{CreateArgs, DryRun, OutputFormat};
-use crate::context::Ctx;
+use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
 use crate::get::object_value;
 use crate::output::{to_json, to_yaml};
@@ -15,14 +17,7 @@ use crate::prompt;
 
 /// Checks an app name the way the CRD does, before sending anything.
 pub fn check_name(name: &str) -> Result<(), CliError> {
-    let valid = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && !name.ends_with('-')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid {
+    if validate::is_app_name(name) {
         Ok(())
     } else {
         Err(CliError::Usage(format!(
@@ -55,6 +50,7 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
     let spec = HelloStatefulSpec {
         replicas: args.replicas,
         restore_from_existing: args.restore_from_existing,
+        restore_from: args.from_backup.clone(),
         backup_schedule: schedule,
         image: args.image.clone(),
         command: None,
@@ -108,6 +104,9 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs) -> Result<String, CliError> {
 
     let kube = ctx.connect().await?;
     let app = build(args, &kube.namespace, schedule);
+    if let Some(source) = &args.from_backup {
+        check_source(&kube, &app, source).await?;
+    }
     let params = PostParams {
         dry_run: args.dry_run == DryRun::Server,
         field_manager: Some(crate::context::FIELD_MANAGER.to_string()),
@@ -122,12 +121,44 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs) -> Result<String, CliError> {
     {
         eprintln!("{} {warning}", ctx.style.warn("Warning:"));
     }
+    if args.dry_run == DryRun::None
+        && let Some(source) = &args.from_backup
+    {
+        eprintln!(
+            "It restores {} before it starts: follow it with `kubectl hellostateful status {}`.",
+            source.describe(),
+            args.name
+        );
+    }
     let verb = if args.dry_run == DryRun::Server {
         "created (server dry run)"
     } else {
         "created"
     };
     print(ctx, &created, verb)
+}
+
+/// Refuses a `--from-backup` app with no backups before anything is created: in a node
+/// directory they are read through its backup claim, which exists once it backed up and
+/// outlives it. (A claim target holding every app's backups is checked by the restore.)
+async fn check_source(
+    kube: &Kube,
+    app: &HelloStateful,
+    source: &RestoreSource,
+) -> Result<(), CliError> {
+    if !matches!(app.spec.backup_target(), ResolvedTarget::HostPath(_)) {
+        return Ok(());
+    }
+    let claim_name = names::backup_claim(&source.name);
+    let claim = backups::backup_claim(kube, &source.name).await?;
+    if backups::backup_claim_readable(&kube.namespace, &source.name, claim.as_ref())? {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "--from-backup {}: app {} has no backups in namespace {} (its backup claim {claim_name} does not exist, so it never backed up here); nothing was created",
+            source.name, source.name, kube.namespace
+        )))
+    }
 }
 
 fn print(ctx: &Ctx, app: &HelloStateful, verb: &str) -> Result<String, CliError> {
@@ -206,6 +237,43 @@ mod tests {
                 "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false}
             })
         );
+    }
+
+    #[test]
+    fn from_backup_names_an_app_and_maybe_one_of_its_backups() {
+        let a = args(&["copy", "--from-backup", "hello/20261129T150102Z"]);
+        let app = build(&a, "default", None);
+        assert_eq!(
+            serde_json::to_value(&app.spec.restore_from).unwrap(),
+            serde_json::json!({"name": "hello", "backupId": "20261129T150102Z"})
+        );
+        for newest in ["hello", "hello/latest"] {
+            let a = args(&["copy", "--from-backup", newest]);
+            assert_eq!(
+                serde_json::to_value(&build(&a, "default", None).spec.restore_from).unwrap(),
+                serde_json::json!({"name": "hello"}),
+                "{newest}"
+            );
+        }
+        for bad in ["Hello", "hello/../x", "hello/--target=/", "/x", ""] {
+            let parsed = Cli::try_parse_from([
+                "kubectl-hellostateful",
+                "create",
+                "copy",
+                "--from-backup",
+                bad,
+            ]);
+            assert!(parsed.is_err(), "{bad}");
+        }
+        let both = Cli::try_parse_from([
+            "kubectl-hellostateful",
+            "create",
+            "copy",
+            "--from-backup",
+            "hello",
+            "--restore-from-existing",
+        ]);
+        assert!(both.is_err(), "one source of data at a time");
     }
 
     #[test]

@@ -278,7 +278,10 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
     );
     field(
         "Restore on create",
-        app.spec.restore_from_existing.to_string(),
+        match &app.spec.restore_from {
+            Some(from) => from.describe(),
+            None => app.spec.restore_from_existing.to_string(),
+        },
     );
     field("Restored", status.is_restored.to_string());
     if let (Some(observed), Some(generation)) =
@@ -312,7 +315,11 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
         // An app created again starts a new status: its backups are the old app's.
         None if status.is_restored => out.push_str(&format!(
             "  <none since this app was created; it was restored from an earlier one: \
-             kubectl hellostateful backups {name}>\n"
+             kubectl hellostateful backups {}>\n",
+            app.spec
+                .restore_from
+                .as_ref()
+                .map_or(name.as_str(), |from| from.name.as_str())
         )),
         None => out.push_str("  <none>\n"),
     }

@@ -395,9 +395,14 @@ fn app_pod_security(app: &AppRef) -> Value {
 pub enum MoverTask {
     /// Snapshot every replica's volume, then apply retention.
     Backup,
-    /// Restore the snapshot `from` (`latest` or an id). With `if_exists`, a missing backup
-    /// is not an error (a newly created app starts fresh).
-    Restore { from: String, if_exists: bool },
+    /// Restore the snapshot `from` (`latest` or an id) of the app `source` (another app of
+    /// the namespace, for `spec.restoreFrom`; None: this app). With `if_exists`, a missing
+    /// backup is not an error (a newly created app starts fresh).
+    Restore {
+        from: String,
+        if_exists: bool,
+        source: Option<String>,
+    },
     /// Empty every replica's volume: the app is being deleted.
     Wipe,
     /// Delete every snapshot of the app: it is being deleted with its backups.
@@ -423,6 +428,17 @@ impl MoverTask {
         }
     }
 
+    /// The app whose backups the Job reads or writes.
+    fn backups_of<'a>(&'a self, app: &'a AppRef) -> &'a str {
+        match self {
+            MoverTask::Restore {
+                source: Some(source),
+                ..
+            } => source,
+            _ => &app.name,
+        }
+    }
+
     /// The mover's command line. Values go in `--flag=value` form, so that none of them,
     /// whatever a tenant wrote, can be taken for an option.
     fn args(&self, app: &AppRef) -> Vec<String> {
@@ -432,7 +448,9 @@ impl MoverTask {
                 format!("--source={MOVER_DATA_DIR}"),
                 format!("--keep-last={}", app.app.spec.keep_last()),
             ],
-            MoverTask::Restore { from, if_exists } => {
+            MoverTask::Restore {
+                from, if_exists, ..
+            } => {
                 let mut args = vec![
                     "restore".into(),
                     format!("--dest={MOVER_DATA_DIR}"),
@@ -450,7 +468,7 @@ impl MoverTask {
             args.extend([
                 format!("--target={MOVER_TARGET_DIR}"),
                 format!("--namespace={}", app.namespace),
-                format!("--name={}", app.name),
+                format!("--name={}", self.backups_of(app)),
             ]);
         }
         args.push("--termination-log=/dev/termination-log".into());
@@ -483,15 +501,24 @@ fn mover_job_spec(
         }
     }
     if !matches!(task, MoverTask::Wipe) {
+        let owner = task.backups_of(app);
         let (claim, mount_path) = match location {
             BackupLocation::NodeRoot(_) => (
-                names::backup_claim(&app.name),
-                format!("{MOVER_TARGET_DIR}/{}/{}", app.namespace, app.name),
+                names::backup_claim(owner),
+                format!("{MOVER_TARGET_DIR}/{}/{owner}", app.namespace),
             ),
             BackupLocation::Claim(claim) => (claim.clone(), MOVER_TARGET_DIR.to_string()),
         };
-        volumes.push(json!({"name": "target", "persistentVolumeClaim": {"claimName": claim}}));
-        mounts.push(json!({"name": "target", "mountPath": mount_path}));
+        let mut volume = json!({"name": "target", "persistentVolumeClaim": {"claimName": claim}});
+        let mut mount = json!({"name": "target", "mountPath": mount_path});
+        // Another app's backups are only read. (`readOnly: false` is left out: the API
+        // server drops it, and the CronJob would then differ from its stored self.)
+        if owner != app.name {
+            volume["persistentVolumeClaim"]["readOnly"] = json!(true);
+            mount["readOnly"] = json!(true);
+        }
+        volumes.push(volume);
+        mounts.push(mount);
     }
     let retried = matches!(task, MoverTask::Restore { .. });
     let component = task.component();
@@ -950,6 +977,7 @@ mod tests {
         let task = MoverTask::Restore {
             from: "latest".into(),
             if_exists: true,
+            source: None,
         };
         let location = BackupLocation::Claim("backups".into());
         let job = mover_job(
@@ -991,6 +1019,7 @@ mod tests {
         let task = MoverTask::Restore {
             from: "--target=/".into(),
             if_exists: false,
+            source: None,
         };
         let args = task.args(&app);
         assert!(args.contains(&"--from=--target=/".to_string()), "{args:?}");

@@ -878,13 +878,32 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         .and_then(|sts| sts.annotations().get(names::INITIAL_RESTORE))
         .and_then(|record| InitialOutcome::parse(record));
     // An initial restore that started runs to its end even if restoreFromExisting was
-    // turned off meanwhile: the app must not start while the mover writes.
-    let initial_started = jobs.iter().any(|job| is_initial_attempt(job, &app.uid));
-    if !initialized && (app.app.spec.restore_from_existing || initial_started) {
+    // turned off meanwhile: the app must not start while the mover writes. A failed one
+    // holds nothing: turning the restore off then starts the app on its empty volumes.
+    let initial_started = jobs.iter().any(|job| {
+        is_initial_attempt(job, &app.uid) && !matches!(jobs::state(job), JobState::Failed(_))
+    });
+    let wants_restore = spec.restore_from_existing || spec.restore_from.is_some();
+    if !initialized && (wants_restore || initial_started) {
         match initial_restore(pass, &jobs).await? {
             InitialRestore::Wait(action) => return Ok(action),
             InitialRestore::Done(outcome) => initial_outcome = Some(outcome),
         }
+    }
+    if !initialized
+        && initial_outcome.is_none()
+        && matches!(
+            pass.conditions().reason(conditions::RESTORING),
+            Some("RestoreFailed" | "RestoreSourceMissing")
+        )
+    {
+        // The restore that could not run was turned off: say why the app starts empty.
+        pass.conditions().set(
+            conditions::RESTORING,
+            false,
+            "NotRestored",
+            "no restore is asked for any more (spec.restoreFrom and restoreFromExisting): the app starts with empty volumes",
+        );
     }
     let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
 
@@ -1218,6 +1237,9 @@ async fn data_node(
     if let Some(node) = &pass.status.node_name {
         return Ok(Ok(node.clone()));
     }
+    if let Some(node) = restore_node(pass).await? {
+        return Ok(Ok(node));
+    }
     let nodes = Api::<Node>::all(pass.ctx.client.clone())
         .list(&ListParams::default())
         .await?;
@@ -1229,17 +1251,51 @@ async fn data_node(
     ))
 }
 
+/// The node that holds the backups a new app restores (its own, or `spec.restoreFrom`'s),
+/// when they are in a node directory: the data must be made there for the restore Job to
+/// mount both. Found through the backup claim, which binds only that app's directory.
+async fn restore_node(pass: &Pass<'_>) -> Result<Option<String>, Error> {
+    let spec = &pass.app.app.spec;
+    let owner = match &spec.restore_from {
+        Some(from) => &from.name,
+        None if spec.restore_from_existing => &pass.app.name,
+        None => return Ok(None),
+    };
+    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
+        return Ok(None);
+    }
+    let claim = pass
+        .api::<PersistentVolumeClaim>()
+        .get_opt(&names::backup_claim(owner))
+        .await?;
+    // Only a Bound claim's volumeName is the volume's: a tenant may write any name there.
+    let bound =
+        claim.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
+    let Some(volume) = bound.and_then(|c| c.spec?.volume_name) else {
+        return Ok(None);
+    };
+    let volume = Api::<PersistentVolume>::all(pass.ctx.client.clone())
+        .get_opt(&volume)
+        .await?;
+    Ok(volume.as_ref().and_then(children::volume_node))
+}
+
 /// How the restore before the app's first start ended, as recorded on its StatefulSet.
 #[derive(Debug, Clone, PartialEq)]
 enum InitialOutcome {
-    Restored(String),
+    /// Backup `id`, of another app when `of` is set (`spec.restoreFrom`).
+    Restored {
+        id: String,
+        of: Option<String>,
+    },
     NoBackup,
 }
 
 impl InitialOutcome {
     fn record(&self) -> String {
         match self {
-            InitialOutcome::Restored(id) => format!("restored {id}"),
+            InitialOutcome::Restored { id, of: None } => format!("restored {id}"),
+            InitialOutcome::Restored { id, of: Some(app) } => format!("restored {id} of {app}"),
             InitialOutcome::NoBackup => "no-backup".to_string(),
         }
     }
@@ -1247,7 +1303,12 @@ impl InitialOutcome {
     /// What status says of it (the Restoring condition, a retry's acknowledgement).
     fn message(&self) -> String {
         match self {
-            InitialOutcome::Restored(id) => format!("restored backup {id} before the app started"),
+            InitialOutcome::Restored { id, of: None } => {
+                format!("restored backup {id} before the app started")
+            }
+            InitialOutcome::Restored { id, of: Some(app) } => {
+                format!("restored backup {id} of app {app} before the app started")
+            }
             InitialOutcome::NoBackup => {
                 "no backup of this app exists: it starts with empty volumes".to_string()
             }
@@ -1257,9 +1318,16 @@ impl InitialOutcome {
     fn parse(record: &str) -> Option<Self> {
         match record {
             "no-backup" => Some(InitialOutcome::NoBackup),
-            _ => record
-                .strip_prefix("restored ")
-                .map(|id| InitialOutcome::Restored(id.to_string())),
+            _ => record.strip_prefix("restored ").map(|rest| {
+                let (id, of) = match rest.split_once(" of ") {
+                    Some((id, app)) => (id, Some(app.to_string())),
+                    None => (rest, None),
+                };
+                InitialOutcome::Restored {
+                    id: id.to_string(),
+                    of,
+                }
+            }),
         }
     }
 }
@@ -1285,6 +1353,11 @@ fn is_initial_attempt(job: &Job, uid: &str) -> bool {
 /// hellostateful restore NAME`) starts another attempt in a Job of its own.
 async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRestore, Error> {
     let app = pass.app;
+    // `spec.restoreFrom`: another app's backup, which must exist (the user asked for it).
+    let requested = app.app.spec.restore_from.as_ref();
+    let source = requested
+        .map(|from| from.name.clone())
+        .filter(|name| *name != app.name);
     let first = names::initial_restore_job(&app.name, &app.uid, None);
     let old = pass.status.restore_request.clone();
     let retry = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
@@ -1326,19 +1399,44 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
             Ok(InitialRestore::Wait(Action::await_change()))
         }
         None => {
+            if let Some(source) = &source
+                && let Some(missing) = missing_source_backups(pass, source).await?
+            {
+                acknowledge(pass, RequestPhase::Failed, &missing);
+                if pass.conditions().set(
+                    conditions::RESTORING,
+                    false,
+                    "RestoreSourceMissing",
+                    &missing,
+                ) {
+                    pass.note(
+                        EventType::Warning,
+                        "RestoreSourceMissing",
+                        "Restore",
+                        missing.clone(),
+                    );
+                }
+                pass.conditions()
+                    .set(conditions::READY, false, "RestoreSourceMissing", &missing);
+                // The claim may yet be made or bound: look again now and then.
+                return Ok(InitialRestore::Wait(Action::requeue(RESYNC)));
+            }
             let task = MoverTask::Restore {
-                from: "latest".into(),
-                if_exists: true,
+                from: requested.map_or("latest", |from| from.snapshot()).into(),
+                // Only restoreFromExisting may find nothing and start empty.
+                if_exists: requested.is_none(),
+                source: source.clone(),
             };
             pass.start_job(&job_name, &task, INITIAL_RESTORE_ACTION)
                 .await?;
             let message = initial_restore_running(pass, &job_name);
             acknowledge(pass, RequestPhase::Running, &message);
+            let what = requested.map_or("the newest backup".to_string(), |from| from.describe());
             pass.note(
                 EventType::Normal,
                 "RestoreStarted",
                 "Restore",
-                format!("restoring the newest backup with Job {job_name} before the app starts"),
+                format!("restoring {what} with Job {job_name} before the app starts"),
             );
             Ok(InitialRestore::Wait(Action::requeue(WAIT)))
         }
@@ -1355,7 +1453,10 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
             let outcome = match outcome {
                 Some(RestoreSummary {
                     restored: true, id, ..
-                }) => InitialOutcome::Restored(id.unwrap_or_default()),
+                }) => InitialOutcome::Restored {
+                    id: id.unwrap_or_default(),
+                    of: source,
+                },
                 _ => InitialOutcome::NoBackup,
             };
             acknowledge(pass, RequestPhase::Succeeded, &outcome.message());
@@ -1363,8 +1464,16 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
         }
         Some(JobState::Failed(reason)) => {
             let message = pass.failure_message(&job_name, reason).await?;
+            let instead = match requested {
+                Some(from) => format!(
+                    "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
+                    from.name
+                ),
+                None => "or set spec.restoreFromExisting to false to start without a restore"
+                    .to_string(),
+            };
             let full = format!(
-                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), or set spec.restoreFromExisting to false to start without a restore",
+                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), {instead}",
                 name = app.name,
                 annotation = names::RESTORE_REQUESTED,
             );
@@ -1383,11 +1492,44 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
     }
 }
 
+/// Why the backups of app `source` (`spec.restoreFrom`) cannot be read, if they cannot:
+/// in a node directory they are reached only through that app's backup claim, which
+/// outlives the app and exists once it has backed up.
+async fn missing_source_backups(pass: &Pass<'_>, source: &str) -> Result<Option<String>, Error> {
+    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
+        // A claim of the namespace holds every app's backups: the mover says if there is none.
+        return Ok(None);
+    }
+    let app = pass.app;
+    let claim_name = names::backup_claim(source);
+    let phase = pass
+        .api::<PersistentVolumeClaim>()
+        .get_opt(&claim_name)
+        .await?
+        .map(|claim| {
+            claim
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_else(|| "Pending".into())
+        });
+    let why = match phase.as_deref() {
+        Some("Bound") => return Ok(None),
+        Some(phase) => format!("its backup claim {claim_name} is {phase}, not Bound"),
+        None => format!(
+            "its backup claim {claim_name} does not exist, so it never backed up in this namespace"
+        ),
+    };
+    Ok(Some(format!(
+        "spec.restoreFrom: the backups of app {source} cannot be read: {why}. The app is not started; name an app with backups (`kubectl hellostateful backups {source}` lists them), or remove spec.restoreFrom to start with empty volumes (status: `kubectl hellostateful status {name}`)",
+        name = app.name
+    )))
+}
+
 /// The status of an ended initial restore, from its durable record: `isRestored`, and a
 /// Restoring condition still True from it is finished (with its event). Runs on every pass
 /// that is not restoring, so that a lost status write is made good by the next pass.
 fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
-    if matches!(outcome, InitialOutcome::Restored(_)) {
+    if matches!(outcome, InitialOutcome::Restored { .. }) {
         pass.status.is_restored = true;
     }
     if !pass.conditions().is_true(conditions::RESTORING) {
@@ -1396,9 +1538,12 @@ fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
     let app = pass.app;
     let message = outcome.message();
     let (reason, event) = match outcome {
-        InitialOutcome::Restored(id) => (
+        InitialOutcome::Restored { id, of } => (
             "Restored",
-            format!("restored backup {id}; starting the app"),
+            match of {
+                Some(app) => format!("restored backup {id} of app {app}; starting the app"),
+                None => format!("restored backup {id}; starting the app"),
+            },
         ),
         InitialOutcome::NoBackup => (
             "NoBackup",
@@ -1412,7 +1557,7 @@ fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
         .conditions()
         .set(conditions::RESTORING, false, reason, &message)
     {
-        if matches!(outcome, InitialOutcome::Restored(_)) {
+        if matches!(outcome, InitialOutcome::Restored { .. }) {
             Metrics::finished(&pass.ctx.metrics.restores, true);
         }
         pass.note(EventType::Normal, reason, "Restore", event);
@@ -1608,6 +1753,7 @@ async fn on_demand_restore(
                 let task = MoverTask::Restore {
                     from: from.to_string(),
                     if_exists: false,
+                    source: None,
                 };
                 pass.start_job(&job_name, &task, "requested").await?;
                 pass.note(

@@ -738,6 +738,13 @@ fn active_restore_job(name: &str) -> Value {
 }
 
 /// The replicas the pass applied to the StatefulSet, if it wrote one.
+/// The StatefulSet the pass applied.
+fn statefulset_made(seen: &[Seen]) -> &Seen {
+    seen.iter()
+        .find(|s| s.method == "PATCH" && s.path == STS)
+        .expect("the StatefulSet is made")
+}
+
 fn statefulset_replicas(seen: &[Seen]) -> Option<Value> {
     seen.iter()
         .find(|s| s.method == "PATCH" && s.path == STS)
@@ -957,10 +964,7 @@ async fn the_statefulset_made_after_an_initial_restore_records_its_outcome() {
         .reconcile(app)
         .await;
     assert_eq!(result, Ok(()));
-    let sts = seen
-        .iter()
-        .find(|s| s.method == "PATCH" && s.path == STS)
-        .expect("the StatefulSet is made");
+    let sts = statefulset_made(&seen);
     // No pod log is served here: the mover's summary is missing, so "no backup".
     assert_eq!(
         sts.body["metadata"]["annotations"][names::INITIAL_RESTORE],
@@ -1103,4 +1107,166 @@ async fn a_child_the_api_server_refuses_is_reported_in_its_own_words() {
             .to_string()
             .contains("Status {")
     );
+}
+
+/// A new app with `spec.restoreFrom` naming app `old`, whose backups are on `node-b`
+/// when `old_has_backups`, and the API answers of its first pass.
+fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
+    let spec =
+        json!({"replicas": 1, "restoreFrom": {"name": "old", "backupId": "20261129T150102Z"}});
+    let app = app(spec, json!({}), json!({}));
+    let node = json!({"metadata": {"name": "node-a"}, "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let mut api = Api::new()
+        .on("GET", PVS, list(vec![]))
+        .on("GET", "/api/v1/nodes", list(vec![node]))
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", JOBS, list(vec![]));
+    if old_has_backups {
+        let mut old = HelloStateful::new("old", app.spec.clone());
+        old.metadata.namespace = Some("ns1".into());
+        old.metadata.uid = Some("uid-old".into());
+        let old = AppRef::new(&old).expect("old app");
+        let volume = children::backup_volume(&old, "/tmp/backup", "node-b", NAMESPACE_UID)
+            .expect("old backup pv");
+        let mut claim = value(&children::backup_claim(&old).expect("old backup claim"));
+        claim["status"] = json!({"phase": "Bound"});
+        api = api
+            .on(
+                "GET",
+                "/api/v1/persistentvolumes/hellostateful-backups.ns1.old",
+                value(&volume),
+            )
+            .on(
+                "GET",
+                "/api/v1/namespaces/ns1/persistentvolumeclaims/backups-old",
+                claim,
+            );
+    }
+    (app, api)
+}
+
+#[tokio::test]
+async fn an_app_created_from_another_apps_backup_restores_it_on_its_node_before_starting() {
+    let (app, api) = created_from_old(true);
+    let (result, seen) = api.reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    let volume = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == format!("{PVS}/hellostateful.ns1.hello.0"))
+        .expect("data volume");
+    assert!(
+        volume.body["spec"]["nodeAffinity"]
+            .to_string()
+            .contains("node-b"),
+        "the data is made where the backups are: {}",
+        volume.body["spec"]["nodeAffinity"]
+    );
+    let created = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("a restore Job");
+    let pod = &created.body["spec"]["template"]["spec"];
+    let args: Vec<String> =
+        serde_json::from_value(pod["containers"][0]["args"].clone()).expect("args");
+    for wanted in ["--from=20261129T150102Z", "--name=old", "--namespace=ns1"] {
+        assert!(args.iter().any(|a| a == wanted), "{wanted} in {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a == "--if-exists"),
+        "a missing backup fails: {args:?}"
+    );
+    let target = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "target"))
+        .expect("target volume");
+    assert_eq!(
+        target["persistentVolumeClaim"],
+        json!({"claimName": "backups-old", "readOnly": true})
+    );
+    let mount = &pod["containers"][0]["volumeMounts"];
+    assert!(mount.to_string().contains("\"/backup/ns1/old\""), "{mount}");
+    assert_eq!(statefulset_replicas(&seen), None, "the app waits");
+    let started = event(&seen, "RestoreStarted");
+    assert!(
+        started.body["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("backup 20261129T150102Z of app old"),
+        "{}",
+        started.body
+    );
+}
+
+#[tokio::test]
+async fn an_app_created_from_an_app_without_backups_stays_stopped_and_says_why() {
+    let (app, api) = created_from_old(false);
+    let (result, seen) = api.reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "no Job without a source"
+    );
+    assert_eq!(statefulset_replicas(&seen), None);
+    let status = status_written(&seen);
+    let restoring = condition(&status, "Restoring");
+    assert_eq!(restoring["reason"], "RestoreSourceMissing");
+    let message = restoring["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("backups-old does not exist")
+            && message.contains("remove spec.restoreFrom"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&status, "Ready")["reason"],
+        "RestoreSourceMissing"
+    );
+    event(&seen, "RestoreSourceMissing");
+}
+
+#[tokio::test]
+async fn the_outcome_of_a_restore_from_another_app_is_recorded_and_reported() {
+    let spec = json!({"replicas": 1, "restoreFrom": {"name": "old"}});
+    let running_status = json!({"conditions": [{"type": "Restoring", "status": "True",
+        "reason": "RestoreRunning", "message": "m", "lastTransitionTime": "2026-11-29T12:00:00Z"}]});
+    let app = app(spec, json!({}), running_status);
+    let first = names::initial_restore_job("hello", "uid-1", None);
+    let succeeded = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    let pod = json!({"metadata": {"name": "p1"}, "status": {"containerStatuses": [{
+        "name": "mover", "state": {"terminated": {"exitCode": 0,
+        "message": "{\"restored\":true,\"id\":\"20261129T150102Z\",\"bytes\":1,\"files\":1,\"durationMs\":5}"}}}]}});
+    let (result, seen) = running(&app, 1)
+        .without("GET", STS)
+        .on(
+            "GET",
+            JOBS,
+            list(vec![restore_job_with(&first, "created", succeeded)]),
+        )
+        .on("GET", PODS, list(vec![pod]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    let sts = statefulset_made(&seen);
+    assert_eq!(
+        sts.body["metadata"]["annotations"][names::INITIAL_RESTORE],
+        "restored 20261129T150102Z of old"
+    );
+    let status = status_written(&seen);
+    assert_eq!(status["isRestored"], true);
+    assert_eq!(
+        condition(&status, "Restoring")["message"],
+        "restored backup 20261129T150102Z of app old before the app started"
+    );
+}
+
+#[tokio::test]
+async fn turning_the_restore_off_after_it_failed_starts_the_app_on_empty_volumes() {
+    let spec = json!({"replicas": 1, "restoreFromExisting": false});
+    let app = app(spec, json!({}), failed_status("it failed"));
+    let (result, seen) = first_attempt_failed(&app).reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(statefulset_replicas(&seen), Some(json!(1)));
+    let status = status_written(&seen);
+    assert_eq!(condition(&status, "Restoring")["reason"], "NotRestored");
+    assert_eq!(status["isRestored"], false);
 }
