@@ -58,6 +58,35 @@ test_backup_waits_for_its_id_and_backups_lists_it() {
   hs backups demo | grep -q "^$id "
 }
 
+test_report_archives_the_app_its_children_events_and_logs() {
+  local dir out file
+  dir=$(mktemp -d)
+  trap "rm -rf '$dir'" EXIT
+  out=$(hs report demo -f "$dir/r.tar.gz") || { echo "$out"; return 1; }
+  [[ $out == "Wrote $dir/r.tar.gz ("* ]] || { echo "$out"; return 1; }
+  tar -tzf "$dir/r.tar.gz" >"$dir/list"
+  for file in README.txt app.yaml events.txt version.txt children/statefulset-demo.yaml \
+    children/service-demo.yaml children/pod-demo-0.yaml children/persistentvolumeclaim-data-demo-0.yaml logs/demo-0.log; do
+    grep -qx "$file" "$dir/list" || { echo "no $file in:"; cat "$dir/list"; return 1; }
+  done
+  grep -q '^logs/reconciler/hellostateful-reconciler-' "$dir/list" || { cat "$dir/list"; return 1; }
+  grep -q '^children/job-backup-demo-' "$dir/list" && grep -q '^logs/backup-demo-' "$dir/list" || { cat "$dir/list"; return 1; }
+  tar -xzOf "$dir/r.tar.gz" app.yaml |
+    python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); assert d["metadata"]["name"] == "demo" and d["status"]["conditions"], d'
+  grep -q " HelloStateful/demo " <(tar -xzOf "$dir/r.tar.gz" events.txt)
+  # A mover Job's pod log ends with the mover's JSON summary.
+  grep -q '"newBytes"' <(tar -xzOf "$dir/r.tar.gz" --wildcards 'logs/backup-demo-*')
+  if grep -qi secret "$dir/list"; then echo "a Secret in the report"; return 1; fi
+  # A tenant with edit in the namespace gets the rest, and is told what was left out.
+  kubectl -n "$NS" create rolebinding report-tenant --clusterrole=edit --user=report-tenant >/dev/null
+  out=$(hs --as=report-tenant report demo -f "$dir/t.tar.gz") || { echo "$out"; return 1; }
+  [[ $out == *"not included: the reconciler's pods in hellostateful-system"* ]] || { echo "$out"; return 1; }
+  grep -q "^- the reconciler's pods in hellostateful-system: " <(tar -xzOf "$dir/t.tar.gz" README.txt)
+  [[ $(tar -tzf "$dir/t.tar.gz") == *$'\n'logs/demo-0.log$'\n'* ]]
+  hs report demo -f "$dir/j.tar.gz" -o json | jq -e '.entries | index("app.yaml") != null' >/dev/null
+  expect_fail "not found" hs report nosuch -f "$dir/n.tar.gz"
+}
+
 test_restore_refuses_without_a_terminal_or_yes() {
   local before
   before=$(kubectl -n "$NS" get hellostateful demo -o jsonpath='{.metadata.annotations}')
@@ -183,6 +212,40 @@ test_create_from_backup_restores_an_older_backup_of_another_app() {
   app_ready "$NS" demo
 }
 
+test_backups_describe_verify_and_delete_one() {
+  local ids oldest newest out log
+  ids=$(backups_of "$NS" demo)
+  oldest=$(head -n1 <<<"$ids")
+  newest=$(tail -n1 <<<"$ids")
+  [[ $oldest != "$newest" ]] || { echo "one backup only: $ids"; return 1; }
+  out=$(hs backups describe demo "$newest") || { echo "$out"; return 1; }
+  [[ $out == *"Backup:     $newest (the newest"* && $out == *"App:        $NS/demo"* && $out == *"Manifest:   format 3"* ]] ||
+    { echo "$out"; return 1; }
+  hs backups describe demo "$oldest" -o json |
+    jq -e --arg id "$oldest" '.id == $id and .newest == false and .files >= 1 and .format == 3' >/dev/null
+  out=$(hs verify demo "$oldest") || { echo "$out"; return 1; }
+  [[ $out == "backup $oldest of $NS/demo verified: "*"every checksum matches" ]] || { echo "$out"; return 1; }
+  # Damage the oldest snapshot's copy of the log: a new file in its place, so that the
+  # copies hard-linked into other snapshots stay whole.
+  log="$BACKUP_ROOT/$NS/demo/$oldest/0/stateful.log"
+  out=$(cat "$log")
+  rm -f "$log"
+  printf '%s\ntampered\n' "$out" >"$log"
+  expect_fail "backup $oldest of $NS/demo is damaged: 1 problem(s)" hs verify demo "$oldest"
+  if out=$(hs verify demo "$oldest" -o json 2>/dev/null); then echo "verify passed a damaged backup"; return 1; fi
+  jq -e '.problems | length == 1 and (.[0] | contains("stateful.log"))' <<<"$out" >/dev/null || { echo "$out"; return 1; }
+  hs verify demo >/dev/null
+  # Delete: never without confirmation, the newest only with --force.
+  expect_fail "--yes" hs backups delete demo "$oldest" </dev/null
+  expect_fail "--force" hs backups delete demo "$newest" --yes
+  out=$(hs backups delete demo "$oldest" --yes) || { echo "$out"; return 1; }
+  [[ $out == "backup $oldest of $NS/demo deleted; "*" left" ]] || { echo "$out"; return 1; }
+  [[ ! -e $BACKUP_ROOT/$NS/demo/$oldest ]]
+  hs backups demo -o json | jq -e --arg id "$oldest" 'map(.id) | index($id) == null' >/dev/null
+  expect_fail "backup $oldest of $NS/demo does not exist" hs backups describe demo "$oldest"
+  expect_fail "not found" hs verify nosuch
+}
+
 test_create_from_backup_refuses_a_source_without_backups() {
   expect_fail "app nosuch has no backups in namespace $NS" hs create stray --from-backup nosuch
   if kubectl -n "$NS" get hellostateful stray >/dev/null 2>&1; then echo "stray was created anyway"; return 1; fi
@@ -296,6 +359,7 @@ run_test dry_runs_change_nothing test_dry_runs_change_nothing
 run_test create_list_get_in_every_format test_create_list_get_in_every_format
 run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
 run_test backup_waits_for_its_id_and_backups_lists_it test_backup_waits_for_its_id_and_backups_lists_it
+run_test report_archives_the_app_its_children_events_and_logs test_report_archives_the_app_its_children_events_and_logs
 run_test restore_refuses_without_a_terminal_or_yes test_restore_refuses_without_a_terminal_or_yes
 run_test restore_with_yes_waits_until_done test_restore_with_yes_waits_until_done
 run_test logs_show_the_apps_file test_logs_show_the_apps_file
@@ -304,6 +368,7 @@ run_test forbidden_says_which_verb_on_which_resource test_forbidden_says_which_v
 run_test kubectl_global_flags_reach_the_api_server test_kubectl_global_flags_reach_the_api_server
 run_test invalid_spec_shows_the_apis_reason test_invalid_spec_shows_the_apis_reason
 run_test create_from_backup_restores_an_older_backup_of_another_app test_create_from_backup_restores_an_older_backup_of_another_app
+run_test backups_describe_verify_and_delete_one test_backups_describe_verify_and_delete_one
 run_test create_from_backup_refuses_a_source_without_backups test_create_from_backup_refuses_a_source_without_backups
 run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
 run_test create_from_backup_of_a_deleted_app_brings_its_newest_data test_create_from_backup_of_a_deleted_app_brings_its_newest_data

@@ -62,6 +62,46 @@ pub struct CatalogEntry {
     pub ordinals: Vec<u32>,
 }
 
+/// One snapshot in full: `hellostateful-reconciler describe`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupDetails {
+    pub id: String,
+    /// `namespace/name` of the app backed up.
+    pub app: String,
+    pub time: String,
+    pub end_time: String,
+    pub duration_ms: u64,
+    pub bytes: u64,
+    pub files: u64,
+    pub new_bytes: u64,
+    pub linked_files: u64,
+    #[serde(default)]
+    pub inconsistent_files: u64,
+    pub ordinals: Vec<u32>,
+    pub format: u32,
+    pub manifest_checksum: String,
+    /// The newest complete backup, which retention and `backups delete` keep.
+    pub newest: bool,
+}
+
+/// `hellostateful-reconciler verify --json`: every damaged, missing or unexpected file.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct VerifyResult {
+    pub id: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub problems: Vec<String>,
+}
+
+/// `hellostateful-reconciler delete`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct DeleteResult {
+    pub deleted: String,
+    /// The complete backups left, newest first.
+    pub kept: Vec<String>,
+}
+
 /// The last line of `text` that parses as `T`: the mover's summary follows any warnings.
 pub fn parse_last_line<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
     text.lines()

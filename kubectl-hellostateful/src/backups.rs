@@ -1,236 +1,106 @@
-//! `backups NAME`: reads the catalog of snapshots through a short-lived read-only pod that
-//! runs the data mover (`hellostateful-reconciler backups --json`) on a claim that holds
-//! them. It mounts claims only, so it passes Pod Security baseline.
-
-use std::time::{Duration, Instant};
+//! `backups NAME`, `backups describe NAME ID`, `backups delete NAME ID` and `verify NAME
+//! [ID]`: the data mover's catalog commands, run in a short-lived pod (`mover_pod`) on the
+//! claim that holds the app's backups, also after the app was deleted.
 
 use chrono::{DateTime, Utc};
-use hellostateful_api::summary::{CatalogEntry, parse_last_line};
-use hellostateful_api::{ResolvedTarget, names};
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
-use kube::Api;
-use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
-use serde_json::json;
+use hellostateful_api::summary::{
+    BackupDetails, CatalogEntry, DeleteResult, VerifyResult, parse_last_line,
+};
+use hellostateful_api::validate;
+use serde::de::DeserializeOwned;
 
-use crate::cli::OutputFormat;
-use crate::context::{Ctx, DEFAULT_IMAGE, Kube};
-use crate::error::{Action, CliError, explain};
-use crate::output::{age_of, human_bytes, table, to_json, to_yaml};
+use crate::cli::{
+    BackupRef, BackupsAction, BackupsArgs, DeleteBackupArgs, OutputFormat, VerifyArgs,
+};
+use crate::context::{Ctx, Kube};
+use crate::error::CliError;
+use crate::mover_pod::{self, Ended, Source, Task, last_lines};
+use crate::output::{age_of, human_bytes, human_millis, table, to_json, to_yaml};
+use crate::prompt;
 
-/// How long the catalog pod may take, from creation to exit.
-const DEADLINE: Duration = Duration::from_secs(120);
-/// Where the target is mounted in the pod.
-const MOUNT: &str = "/backup";
-
-/// Which claim holds the backups the pod reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// The app's backup claim (`backups-<name>`), bound to its own directory
-    /// `<root>/<ns>/<name>` on a node root: it holds only this app's backups.
-    NodeDirectory,
-    /// A claim of the namespace that holds `<ns>/<name>/...` for any number of apps.
-    Claim(String),
-}
-
-impl Source {
-    /// The source of an app's backup target.
-    pub fn of(target: ResolvedTarget) -> Self {
-        match target {
-            ResolvedTarget::HostPath(_) => Source::NodeDirectory,
-            ResolvedTarget::Claim(claim) => Source::Claim(claim),
-        }
+/// `backups ...`.
+pub async fn backups(ctx: &Ctx, args: &BackupsArgs) -> Result<String, CliError> {
+    match (&args.action, &args.name) {
+        (Some(BackupsAction::Describe(backup)), _) => describe(ctx, backup).await,
+        (Some(BackupsAction::Delete(delete_args)), _) => delete(ctx, delete_args).await,
+        (None, Some(name)) => list(ctx, name, args.image.image.as_deref()).await,
+        (None, None) => Err(CliError::Usage(
+            "backups needs the name of an app: `kubectl hellostateful backups NAME`".into(),
+        )),
     }
 }
 
-/// The catalog pod for app `name` in `namespace`, run with `image`.
-pub fn catalog_pod(
-    name: &str,
-    namespace: &str,
-    source: &Source,
-    image: &str,
-    pod_name: &str,
-) -> Pod {
-    // The mover reads `<target>/<ns>/<name>`: the app's own backup claim holds only that
-    // directory, so it is mounted right there.
-    let (claim, mount_path) = match source {
-        Source::NodeDirectory => (
-            names::backup_claim(name),
-            format!("{MOUNT}/{namespace}/{name}"),
-        ),
-        Source::Claim(claim) => (claim.clone(), MOUNT.to_string()),
-    };
-    let mut labels = names::labels(name, names::Component::Backup);
-    labels.insert(
-        "app.kubernetes.io/managed-by".to_string(),
-        crate::context::FIELD_MANAGER.to_string(),
-    );
-    let pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "restartPolicy": "Never",
-            "activeDeadlineSeconds": DEADLINE.as_secs(),
-            "automountServiceAccountToken": false,
-            "enableServiceLinks": false,
-            "terminationGracePeriodSeconds": 1,
-            "securityContext": {
-                // Snapshots keep their files' owners and modes; the mover wrote them as root,
-                // so reading them needs uid 0, but no capability at all.
-                "runAsUser": 0,
-                "runAsNonRoot": false,
-                "seccompProfile": {"type": "RuntimeDefault"}
-            },
-            "containers": [{
-                "name": "catalog",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "args": ["backups", "--json", "--target", MOUNT, "--namespace", namespace, "--name", name],
-                "volumeMounts": [{"name": "backup", "mountPath": mount_path, "readOnly": true}],
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "readOnlyRootFilesystem": true,
-                    "capabilities": {"drop": ["ALL"]}
-                }
-            }],
-            "volumes": [{"name": "backup", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}}]
-        }
-    });
-    serde_json::from_value(pod).unwrap_or_default()
+/// Where the backups of `name` are; an error that says so when there are none.
+async fn located(kube: &Kube, name: &str) -> Result<Source, CliError> {
+    mover_pod::locate(kube, name)
+        .await?
+        .ok_or_else(|| no_backups(kube, name))
 }
 
-/// Whether the app's backup claim can be read: false when it does not exist (then no
-/// backup was ever made), an error when it is not bound (a pod on it would never start).
-pub fn backup_claim_readable(
-    namespace: &str,
+fn no_backups(kube: &Kube, name: &str) -> CliError {
+    CliError::Failed(format!(
+        "no backups of {}/{name}: its backup claim {} does not exist, so no backup was ever made",
+        kube.namespace,
+        hellostateful_api::names::backup_claim(name)
+    ))
+}
+
+/// Runs `task` and parses the mover's JSON. A failed pod is an error with the mover's last
+/// words, unless `damage_is_output` and it printed its JSON (verify: damage found).
+async fn run_parsed<T: DeserializeOwned>(
+    ctx: &Ctx,
+    kube: &Kube,
     name: &str,
-    claim: Option<&PersistentVolumeClaim>,
-) -> Result<bool, CliError> {
-    let Some(claim) = claim else {
-        return Ok(false);
-    };
-    let phase = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
-    if phase == "Bound" {
-        Ok(true)
-    } else {
-        let claim_name = names::backup_claim(name);
-        Err(CliError::Failed(format!(
-            "the backup claim {namespace}/{claim_name} is {phase}, not Bound, so the backups of {namespace}/{name} cannot be read: see `kubectl -n {namespace} describe pvc {claim_name}`"
-        )))
+    task: &Task,
+    image: Option<&str>,
+    damage_is_output: bool,
+) -> Result<T, CliError> {
+    let source = located(kube, name).await?;
+    match mover_pod::run(ctx, kube, name, &source, task, image).await? {
+        Ended::NoDirectory => Err(no_backups(kube, name)),
+        Ended::Ran { succeeded, log } => {
+            let parsed = parse_last_line::<T>(&log);
+            match parsed {
+                Some(value) if succeeded || damage_is_output => Ok(value),
+                _ => Err(CliError::Failed(last_lines(&log, 5))),
+            }
+        }
     }
 }
 
 /// `backups NAME`: also for a deleted app whose backups were on a node root (its backup
 /// claim outlives it).
-pub async fn backups(ctx: &Ctx, name: &str) -> Result<String, CliError> {
+async fn list(ctx: &Ctx, name: &str, image: Option<&str>) -> Result<String, CliError> {
     let kube = ctx.connect().await?;
-    let claim_name = names::backup_claim(name);
-    let (source, claim) = match kube.get_app(name).await {
-        Ok(app) => match Source::of(app.spec.backup_target()) {
-            Source::NodeDirectory => (Source::NodeDirectory, backup_claim(&kube, name).await?),
-            other => (other, None),
-        },
-        Err(not_found @ CliError::NotFound { .. }) => match backup_claim(&kube, name).await? {
-            Some(claim) => (Source::NodeDirectory, Some(claim)),
-            None => return Err(not_found),
-        },
-        Err(other) => return Err(other),
-    };
-    if source == Source::NodeDirectory
-        && !backup_claim_readable(&kube.namespace, name, claim.as_ref())?
-    {
+    let Some(source) = mover_pod::locate(&kube, name).await? else {
         eprintln!(
-            "No backups of {}/{name}: its backup claim {claim_name} does not exist, so no backup was ever made.",
-            kube.namespace
+            "No backups of {}/{name}: {}.",
+            kube.namespace,
+            no_claim(name)
         );
         return print_catalog(ctx, &kube.namespace, name, Vec::new(), true);
-    }
-    let entries = read_catalog(ctx, &kube, name, &source).await?;
+    };
+    let mut entries = match mover_pod::run(ctx, &kube, name, &source, &Task::List, image).await? {
+        Ended::NoDirectory => Vec::new(),
+        Ended::Ran { succeeded, log } => match parse_last_line::<Vec<CatalogEntry>>(&log) {
+            Some(entries) if succeeded => entries,
+            _ => {
+                return Err(CliError::Failed(format!(
+                    "reading the backups failed: {}",
+                    last_lines(&log, 5)
+                )));
+            }
+        },
+    };
+    entries.sort_by(|a, b| b.time.cmp(&a.time));
     print_catalog(ctx, &kube.namespace, name, entries, false)
 }
 
-/// App `name`'s backup claim (node-directory backups), if it exists.
-pub async fn backup_claim(
-    kube: &Kube,
-    name: &str,
-) -> Result<Option<PersistentVolumeClaim>, CliError> {
-    let claim_name = names::backup_claim(name);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(kube.client.clone(), &kube.namespace);
-    claims.get_opt(&claim_name).await.map_err(|e| {
-        explain(
-            e,
-            &Action::new(
-                "get",
-                format!(
-                    "persistentvolumeclaim {claim_name:?} in namespace {:?}",
-                    kube.namespace
-                ),
-            ),
-        )
-    })
-}
-
-/// Runs the catalog pod to its end, then deletes it.
-async fn read_catalog(
-    ctx: &Ctx,
-    kube: &Kube,
-    name: &str,
-    source: &Source,
-) -> Result<Vec<CatalogEntry>, CliError> {
-    let image = kube
-        .reconciler()
-        .await
-        .image()
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
-    let pod_name = format!(
-        "hellostateful-catalog-{}",
-        names::short_hash(&format!(
-            "{name}/{}",
-            Utc::now().timestamp_nanos_opt().unwrap_or_default()
-        ))
-    );
-    let pod = catalog_pod(name, &kube.namespace, source, &image, &pod_name);
-    let pods: Api<Pod> = Api::namespaced(kube.client.clone(), &kube.namespace);
-    ctx.debug(
-        1,
-        format!("reading the catalog with pod {pod_name} (image {image})"),
-    );
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .map_err(|e| {
-            explain(
-                e,
-                &Action::new(
-                    "create",
-                    format!("pod {pod_name:?} in namespace {:?}", kube.namespace),
-                ),
-            )
-        })?;
-    let result = run_to_end(
-        &pods,
-        &kube.client,
-        &kube.namespace,
-        &pod_name,
-        source == &Source::NodeDirectory,
+fn no_claim(name: &str) -> String {
+    format!(
+        "its backup claim {} does not exist, so no backup was ever made",
+        hellostateful_api::names::backup_claim(name)
     )
-    .await;
-    if let Err(error) = pods
-        .delete(&pod_name, &DeleteParams::default().grace_period(0))
-        .await
-    {
-        eprintln!(
-            "{} could not delete pod {pod_name}: {error}",
-            ctx.style.warn("Warning:")
-        );
-    }
-    let mut entries = result?;
-    entries.sort_by(|a, b| b.time.cmp(&a.time));
-    Ok(entries)
 }
 
 /// The catalog in the format asked for; `explained` when stderr already said why it is empty.
@@ -255,100 +125,194 @@ fn print_catalog(
     }
 }
 
-/// Waits for the pod to end and parses its output.
-async fn run_to_end(
-    pods: &Api<Pod>,
-    client: &kube::Client,
-    namespace: &str,
-    pod_name: &str,
-    node_directory: bool,
-) -> Result<Vec<CatalogEntry>, CliError> {
-    let started = Instant::now();
-    loop {
-        let pod = pods
-            .get(pod_name)
-            .await
-            .map_err(|e| explain(e, &Action::new("get", format!("pod {pod_name:?}"))))?;
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        match phase.as_str() {
-            "Succeeded" | "Failed" => {
-                let log = pods
-                    .logs(pod_name, &LogParams::default())
-                    .await
-                    .map_err(|e| {
-                        explain(
-                            e,
-                            &Action::new("read the log of", format!("pod {pod_name:?}")),
-                        )
-                    })?;
-                if phase == "Failed" {
-                    return Err(CliError::Failed(format!(
-                        "reading the backups failed: {}",
-                        last_lines(&log, 5)
-                    )));
-                }
-                return parse_last_line::<Vec<CatalogEntry>>(&log).ok_or_else(|| {
-                    CliError::Failed(format!(
-                        "the backup catalog printed no JSON: {}",
-                        last_lines(&log, 5)
-                    ))
-                });
-            }
-            _ => {}
-        }
-        if phase == "Pending" && started.elapsed() > Duration::from_secs(3) {
-            // A node directory that does not exist yet (under the backup claim's volume)
-            // means there are no backups at all.
-            let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-            let selector = format!("involvedObject.name={pod_name}");
-            if let Ok(list) = events.list(&ListParams::default().fields(&selector)).await {
-                for event in list.items {
-                    let message = event.message.unwrap_or_default();
-                    if event.reason.as_deref() == Some("FailedMount") {
-                        if node_directory
-                            && (message.contains("not a directory")
-                                || message.contains("does not exist")
-                                || message.contains("type check failed"))
-                        {
-                            return Ok(Vec::new());
-                        }
-                        return Err(CliError::Failed(format!(
-                            "cannot mount the backup target: {message}"
-                        )));
-                    }
-                    if matches!(event.reason.as_deref(), Some("ErrImagePull" | "Failed"))
-                        || message.contains("ErrImageNeverPull")
-                    {
-                        return Err(CliError::Failed(format!(
-                            "the catalog pod cannot start: {message}"
-                        )));
-                    }
-                }
-            }
-        }
-        if started.elapsed() > DEADLINE {
-            return Err(CliError::Failed(format!(
-                "timed out after {}s waiting for pod {pod_name} to read the backups (it was {phase})",
-                DEADLINE.as_secs()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+fn check_id(id: &str) -> Result<(), CliError> {
+    validate::restore_from(id).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// `backups describe NAME ID`.
+async fn describe(ctx: &Ctx, backup: &BackupRef) -> Result<String, CliError> {
+    check_id(&backup.id)?;
+    let kube = ctx.connect().await?;
+    let task = Task::Describe(backup.id.clone());
+    let details: BackupDetails = run_parsed(
+        ctx,
+        &kube,
+        &backup.name,
+        &task,
+        backup.image.image.as_deref(),
+        false,
+    )
+    .await?;
+    let text = details_text(&details, &backup.name, Utc::now());
+    formatted(ctx, &details, &details.id, text)
+}
+
+/// `value` as -o asks (`name` prints `id`), else `text`.
+fn formatted<T: serde::Serialize>(
+    ctx: &Ctx,
+    value: &T,
+    id: &str,
+    text: String,
+) -> Result<String, CliError> {
+    match ctx.output() {
+        OutputFormat::Json => to_json(value),
+        OutputFormat::Yaml => to_yaml(value),
+        OutputFormat::Name => Ok(format!("{id}\n")),
+        _ => Ok(text),
     }
 }
 
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.len().saturating_sub(n);
-    let tail = lines[start..].join("\n");
-    if tail.trim().is_empty() {
-        "(no output)".to_string()
-    } else {
-        tail
+/// A backup in full, for people.
+pub fn details_text(d: &BackupDetails, name: &str, now: DateTime<Utc>) -> String {
+    let ordinals: Vec<String> = d.ordinals.iter().map(u32::to_string).collect();
+    let mut lines = vec![
+        (
+            "Backup",
+            if d.newest {
+                format!("{} (the newest: kept by retention and delete)", d.id)
+            } else {
+                d.id.clone()
+            },
+        ),
+        ("App", d.app.clone()),
+        (
+            "Started",
+            format!("{} ({} ago)", d.time, age_of(now, &d.time)),
+        ),
+        ("Took", human_millis(d.duration_ms)),
+        (
+            "Size",
+            format!("{} in {} files", human_bytes(d.bytes), d.files),
+        ),
+        (
+            "New",
+            format!(
+                "{} copied; {} files linked to the backup before",
+                human_bytes(d.new_bytes),
+                d.linked_files
+            ),
+        ),
+        ("Replicas", ordinals.join(", ")),
+    ];
+    if d.inconsistent_files > 0 {
+        lines.push((
+            "Torn files",
+            format!("{} kept changing while copied", d.inconsistent_files),
+        ));
     }
+    lines.push((
+        "Manifest",
+        format!(
+            "format {}, checksum {} (matches)",
+            d.format, d.manifest_checksum
+        ),
+    ));
+    lines.push((
+        "Contents",
+        format!(
+            "not checked here: `kubectl hellostateful verify {name} {}`",
+            d.id
+        ),
+    ));
+    lines
+        .iter()
+        .map(|(key, value)| format!("{:<12}{value}\n", format!("{key}:")))
+        .collect()
+}
+
+/// `backups delete NAME ID`.
+async fn delete(ctx: &Ctx, args: &DeleteBackupArgs) -> Result<String, CliError> {
+    let backup = &args.backup;
+    check_id(&backup.id)?;
+    if backup.id == "latest" {
+        return Err(CliError::Usage(
+            "backups delete takes a backup id, not latest: `kubectl hellostateful backups NAME` lists them".into(),
+        ));
+    }
+    if !args.yes && !ctx.terminal.can_prompt() {
+        return Err(CliError::Usage(format!(
+            "refusing to delete backup {} of {} without confirmation: stdin is not a terminal; pass --yes",
+            backup.id, backup.name
+        )));
+    }
+    let kube = ctx.connect().await?;
+    if !args.yes {
+        let question = format!(
+            "Delete backup {} of {}/{}? It cannot be recovered.",
+            backup.id, kube.namespace, backup.name
+        );
+        if !prompt::confirm(&question)? {
+            return Err(CliError::Failed("nothing was deleted".into()));
+        }
+    }
+    let task = Task::Delete {
+        id: backup.id.clone(),
+        force: args.force,
+    };
+    let result: DeleteResult = run_parsed(
+        ctx,
+        &kube,
+        &backup.name,
+        &task,
+        backup.image.image.as_deref(),
+        false,
+    )
+    .await?;
+    let text = format!(
+        "backup {} of {}/{} deleted; {} left\n",
+        result.deleted,
+        kube.namespace,
+        backup.name,
+        result.kept.len()
+    );
+    formatted(ctx, &result, &result.deleted, text)
+}
+
+/// `verify NAME [ID]`: exits 1 when any file is damaged, after listing them.
+pub async fn verify(ctx: &Ctx, args: &VerifyArgs) -> Result<String, CliError> {
+    check_id(&args.id)?;
+    let kube = ctx.connect().await?;
+    let task = Task::Verify(args.id.clone());
+    let result: VerifyResult = run_parsed(
+        ctx,
+        &kube,
+        &args.name,
+        &task,
+        args.image.image.as_deref(),
+        true,
+    )
+    .await?;
+    let output = match ctx.output() {
+        OutputFormat::Json => to_json(&result)?,
+        OutputFormat::Yaml => to_yaml(&result)?,
+        _ if result.problems.is_empty() => format!(
+            "backup {} of {}/{} verified: {} files, {}, every checksum matches\n",
+            result.id,
+            kube.namespace,
+            args.name,
+            result.files,
+            human_bytes(result.bytes)
+        ),
+        _ => result
+            .problems
+            .iter()
+            .map(|problem| format!("damaged: {problem}\n"))
+            .collect(),
+    };
+    if result.problems.is_empty() {
+        return Ok(output);
+    }
+    Err(CliError::AfterOutput {
+        output,
+        error: Box::new(CliError::Failed(format!(
+            "backup {} of {}/{} is damaged: {} problem(s); restore an older backup (`kubectl hellostateful backups {}`)",
+            result.id,
+            kube.namespace,
+            args.name,
+            result.problems.len(),
+            args.name
+        ))),
+    })
 }
 
 /// The catalog as a table: ID, TIME, AGE, SIZE, FILES, NEW.
@@ -372,7 +336,7 @@ pub fn catalog_table(entries: &[CatalogEntry], now: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::get::tests::{app, now};
+    use crate::get::tests::now;
 
     #[test]
     fn catalog_table_snapshot() {
@@ -403,121 +367,6 @@ ID                 TIME                   AGE   SIZE     FILES   NEW
 20261129T145500Z   2026-11-29T14:55:00Z   5m    2KiB     2       300B
 20261129T145000Z   2026-11-29T14:50:00Z   10m   1.7MiB   120     1.7MiB
 "
-        );
-    }
-
-    /// What Pod Security baseline (and the admission policy) require of the catalog pod.
-    fn assert_baseline(pod: &serde_json::Value) {
-        let spec = &pod["spec"];
-        assert!(
-            spec["volumes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|v| v.get("hostPath").is_none()),
-            "no hostPath volume: {spec}"
-        );
-        assert!(spec.get("hostNetwork").is_none() && spec.get("hostPID").is_none());
-        assert_eq!(spec["securityContext"]["runAsUser"], 0);
-        assert_eq!(
-            spec["securityContext"]["seccompProfile"]["type"],
-            "RuntimeDefault"
-        );
-        let container = &spec["containers"][0];
-        let security = &container["securityContext"];
-        assert_eq!(security["allowPrivilegeEscalation"], false);
-        assert_eq!(security["readOnlyRootFilesystem"], true);
-        assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
-        assert!(security["capabilities"].get("add").is_none());
-        assert!(security.get("privileged").is_none());
-        assert!(container["resources"]["limits"]["memory"].is_string());
-        assert_eq!(container["volumeMounts"][0]["readOnly"], true);
-        assert_eq!(
-            spec["volumes"][0]["persistentVolumeClaim"]["readOnly"],
-            true
-        );
-        assert_eq!(spec["restartPolicy"], "Never");
-        assert_eq!(
-            container["args"],
-            json!([
-                "backups",
-                "--json",
-                "--target",
-                "/backup",
-                "--namespace",
-                "default",
-                "--name",
-                "hello"
-            ])
-        );
-    }
-
-    #[test]
-    fn a_node_directory_is_read_through_the_apps_backup_claim() {
-        let hello = app("default", "hello", 1, 1);
-        let source = Source::of(hello.spec.backup_target());
-        assert_eq!(source, Source::NodeDirectory);
-        let pod =
-            serde_json::to_value(catalog_pod("hello", "default", &source, "img:1", "p")).unwrap();
-        assert_baseline(&pod);
-        let spec = &pod["spec"];
-        assert_eq!(
-            spec["volumes"][0]["persistentVolumeClaim"]["claimName"],
-            "backups-hello"
-        );
-        assert_eq!(
-            spec["containers"][0]["volumeMounts"][0]["mountPath"], "/backup/default/hello",
-            "the claim holds <root>/<ns>/<name>, where the mover looks"
-        );
-        assert!(
-            spec.get("nodeName").is_none(),
-            "the volume's node affinity places it"
-        );
-    }
-
-    #[test]
-    fn a_tenant_claim_is_mounted_whole() {
-        let mut hello = app("default", "hello", 1, 1);
-        hello.spec.backup = Some(hellostateful_api::BackupSpec {
-            target: Some(hellostateful_api::BackupTarget {
-                host_path: None,
-                persistent_volume_claim: Some("vault".into()),
-            }),
-            ..Default::default()
-        });
-        let source = Source::of(hello.spec.backup_target());
-        let pod =
-            serde_json::to_value(catalog_pod("hello", "default", &source, "img:1", "p")).unwrap();
-        assert_baseline(&pod);
-        assert_eq!(
-            pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
-            "vault"
-        );
-        assert_eq!(
-            pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
-            "/backup"
-        );
-        assert!(pod["spec"].get("nodeName").is_none());
-    }
-
-    #[test]
-    fn a_missing_backup_claim_means_no_backups_and_an_unbound_one_is_an_error() {
-        assert!(!backup_claim_readable("default", "hello", None).unwrap());
-        let mut claim = PersistentVolumeClaim {
-            status: Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
-                phase: Some("Bound".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert!(backup_claim_readable("default", "hello", Some(&claim)).unwrap());
-        claim.status = None;
-        let error = backup_claim_readable("default", "hello", Some(&claim))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("the backup claim default/backups-hello is Pending, not Bound"),
-            "{error}"
         );
     }
 }

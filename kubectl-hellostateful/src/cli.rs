@@ -204,19 +204,38 @@ all of it) and returns.",
     )]
     Backup(BackupArgs),
 
-    /// List an app's backups
+    /// List an app's backups; describe or delete one
     #[command(
         long_about = "List the complete backups (snapshots) of an app, newest first: id, \
-time, size, files, and bytes new in each. Reads them with a short-lived read-only pod that \
-runs the reconciler's image in the app's namespace, then deletes it. The pod mounts only a \
-claim: for a node directory the app's own backup claim backups-NAME (which outlives the app, \
-so this works after the app is deleted too), else the backup PersistentVolumeClaim. Without \
-a backup claim no backup was ever made, and nothing is run.",
+time, size, files, and bytes new in each; `backups describe NAME ID` shows one in full and \
+`backups delete NAME ID` deletes one. Each reads the backups with a short-lived pod that \
+runs the reconciler's image (or --image) in the app's namespace, then deletes it. The pod \
+mounts only a claim: for a node directory the app's own backup claim backups-NAME (which \
+outlives the app, so this works after the app is deleted too, on the node that holds the \
+backups), else the backup PersistentVolumeClaim. Without a backup claim no backup was ever \
+made, and nothing is run.",
         after_help = "Examples:
   kubectl hellostateful backups hello
-  kubectl hellostateful backups hello -o json"
+  kubectl hellostateful backups hello -o json
+  kubectl hellostateful backups describe hello 20261129T150102Z
+  kubectl hellostateful backups delete hello 20261129T150102Z --yes",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
     )]
-    Backups(NameArgs),
+    Backups(BackupsArgs),
+
+    /// Check every checksum of a backup
+    #[command(
+        long_about = "Recompute the checksum of every file of one backup (default: the \
+newest) and compare it with the backup's sealed manifest, in a short-lived pod in the app's \
+namespace (as `backups` runs). Prints each damaged, missing or unexpected file and exits 1 if \
+there is any; exits 0 when every file matches. A restore runs the same check before it \
+touches live data.",
+        after_help = "Examples:
+  kubectl hellostateful verify hello
+  kubectl hellostateful verify hello 20261129T150102Z -o json"
+    )]
+    Verify(VerifyArgs),
 
     /// Restore an app's data from a backup
     #[command(
@@ -251,6 +270,22 @@ terminal; without a terminal needs --yes.",
   kubectl hellostateful delete hello --delete-backups --yes"
     )]
     Delete(DeleteArgs),
+
+    /// Write one archive with everything a bug report about an app needs
+    #[command(
+        long_about = "Write a .tar.gz with everything a bug report about an app needs, as \
+`kubectl cnpg report` and `velero debug` do: the app with its spec, status and conditions, \
+its children (StatefulSet, Service, CronJob, Jobs, pods, claims, volumes), the events of \
+the app and its children, the logs of its pods and mover Jobs, the reconciler's log, and \
+the versions. No Secret is read. What you may not read (the reconciler's namespace, \
+cluster-scoped volumes) is listed in the archive's README.txt and in the output, and the \
+rest is still written. Works for a deleted app too, with what is left of it.",
+        after_help = "Examples:
+  kubectl hellostateful report hello
+  kubectl hellostateful report hello -f /tmp/hello-report.tar.gz
+  tar -tzf hellostateful-report-default-hello-*.tar.gz"
+    )]
+    Report(ReportArgs),
 
     /// Print the app's stateful.log
     #[command(
@@ -405,6 +440,84 @@ pub struct NameArgs {
     pub name: String,
 }
 
+/// The image of the pod that reads or changes backups.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ImageArgs {
+    /// Image of the pod that reads the backups (default: the reconciler's, or the one
+    /// `install` deploys when the reconciler cannot be read)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+}
+
+/// `backups`.
+#[derive(Args, Debug, Clone)]
+pub struct BackupsArgs {
+    #[command(subcommand)]
+    pub action: Option<BackupsAction>,
+    /// Name of the app whose backups to list
+    #[arg(required = true)]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub image: ImageArgs,
+}
+
+/// What `backups` does besides listing.
+#[derive(Subcommand, Debug, Clone)]
+pub enum BackupsAction {
+    /// Show one backup in full: files, sizes, new bytes, duration, replicas, manifest
+    #[command(after_help = "Examples:
+  kubectl hellostateful backups describe hello 20261129T150102Z
+  kubectl hellostateful backups describe hello latest -o json")]
+    Describe(BackupRef),
+    /// Delete one backup (the newest good one only with --force)
+    #[command(
+        long_about = "Delete one backup of an app. The newest good backup is refused unless \
+--force: a restore and the next incremental backup need it. Files it shares with other \
+backups (hard links) stay in those. Asks on a terminal; without one needs --yes.",
+        after_help = "Examples:
+  kubectl hellostateful backups delete hello 20261129T150102Z
+  kubectl hellostateful backups delete hello 20261129T150102Z --yes"
+    )]
+    Delete(DeleteBackupArgs),
+}
+
+/// One backup of one app.
+#[derive(Args, Debug, Clone)]
+pub struct BackupRef {
+    /// Name of the app
+    pub name: String,
+    /// The backup id (from `kubectl hellostateful backups NAME`), or latest
+    #[arg(value_name = "ID|latest")]
+    pub id: String,
+    #[command(flatten)]
+    pub image: ImageArgs,
+}
+
+/// `backups delete`.
+#[derive(Args, Debug, Clone)]
+pub struct DeleteBackupArgs {
+    #[command(flatten)]
+    pub backup: BackupRef,
+    /// Also delete the newest good backup
+    #[arg(long)]
+    pub force: bool,
+    /// Do not ask for confirmation (needed without a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// `verify`.
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Name of the app
+    pub name: String,
+    /// The backup id, or latest (the default)
+    #[arg(value_name = "ID|latest", default_value = "latest")]
+    pub id: String,
+    #[command(flatten)]
+    pub image: ImageArgs,
+}
+
 /// How long to wait, and whether.
 #[derive(Args, Debug, Clone)]
 pub struct WaitArgs {
@@ -454,6 +567,17 @@ pub struct DeleteArgs {
     pub yes: bool,
     #[command(flatten)]
     pub wait: WaitArgs,
+}
+
+/// `report`.
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Name of the app
+    pub name: String,
+    /// Where to write the archive (default: hellostateful-report-<namespace>-<name>-<time>.tar.gz
+    /// in the current directory)
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 /// `logs`.

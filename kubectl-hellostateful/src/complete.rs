@@ -129,8 +129,8 @@ pub async fn complete(global: &GlobalArgs, words: &[String]) -> String {
             })
             .collect();
         (commands, NO_FILES)
-    } else if typed.positionals.is_empty() && sub.is_some_and(takes_app_name) {
-        (app_names(&typed.global).await, NO_FILES)
+    } else if let Some(sub) = sub {
+        (positional_values(&typed, sub).await, NO_FILES)
     } else {
         (Vec::new(), NO_FILES)
     };
@@ -154,6 +154,36 @@ fn help(arg: &Arg) -> String {
     arg.get_help().map(|h| h.to_string()).unwrap_or_default()
 }
 
+/// Candidates for the next positional word of `sub`: an app name first, then (`verify`,
+/// `backups describe|delete`) one of its backup ids; `backups` also takes its subcommands.
+async fn positional_values(typed: &Typed, sub: &ClapCommand) -> Vec<(String, String)> {
+    let words: Vec<&str> = typed.positionals.iter().map(String::as_str).collect();
+    let nested = sub
+        .get_subcommands()
+        .find(|s| words.first() == Some(&s.get_name()));
+    let (command, words) = match nested {
+        Some(nested) => (nested, &words[1..]),
+        None => (sub, &words[..]),
+    };
+    let takes_id = command.get_positionals().any(|a| a.get_id() == "id");
+    match words {
+        [] if takes_app_name(command) => {
+            let mut values: Vec<(String, String)> = sub
+                .get_subcommands()
+                .filter(|_| nested.is_none())
+                .map(|s| {
+                    let about = s.get_about().map(|a| a.to_string()).unwrap_or_default();
+                    (s.get_name().to_string(), about)
+                })
+                .collect();
+            values.extend(app_names(&typed.global).await);
+            values
+        }
+        [name] if takes_id => backup_ids(typed, name).await,
+        _ => Vec::new(),
+    }
+}
+
 /// Whether the subcommand's first positional is an app name.
 fn takes_app_name(sub: &ClapCommand) -> bool {
     sub.get_positionals()
@@ -170,7 +200,10 @@ async fn flag_values(
         "kubeconfig" => (Vec::new(), FILES),
         "namespace" => (namespaces(&typed.global).await, NO_FILES),
         "context" => (contexts(&typed.global), NO_FILES),
-        "from" => (backup_ids(typed).await, NO_FILES),
+        "from" => match typed.positionals.first() {
+            Some(name) => (backup_ids(typed, name).await, NO_FILES),
+            None => (Vec::new(), NO_FILES),
+        },
         _ => {
             let root = Cli::command();
             let values = find_arg(&root, sub.map(|s| s.get_name()), &format!("-{flag}"))
@@ -240,14 +273,11 @@ async fn app_names(global: &GlobalArgs) -> Vec<(String, String)> {
 
 /// `latest` and the backup the app's status names (listing every backup needs a pod: too
 /// slow for a key press).
-async fn backup_ids(typed: &Typed) -> Vec<(String, String)> {
+async fn backup_ids(typed: &Typed, name: &str) -> Vec<(String, String)> {
     let mut ids = vec![(
         "latest".to_string(),
         "the newest complete backup".to_string(),
     )];
-    let Some(name) = typed.positionals.first() else {
-        return ids;
-    };
     if let Ok(kube) = Ctx::new(typed.global.clone()).connect().await
         && let Ok(app) = kube.apps().get(name).await
         && let Some(last) = app.status.and_then(|s| s.last_backup)
@@ -270,8 +300,21 @@ mod tests {
         let out = complete(&GlobalArgs::default(), &words("ba")).await;
         assert_eq!(
             out,
-            "backup\tBack up an app now\nbackups\tList an app's backups\n:4\n"
+            "backup\tBack up an app now\nbackups\tList an app's backups; describe or delete one\n:4\n"
         );
+        let out = complete(&GlobalArgs::default(), &words("backups de")).await;
+        assert!(
+            out.starts_with("describe\tShow one backup")
+                && out.contains("\ndelete\tDelete one backup"),
+            "{out}"
+        );
+        let out = complete(&GlobalArgs::default(), &words("backups describe hello ")).await;
+        assert!(
+            out.starts_with("latest\t"),
+            "a backup id after the app: {out}"
+        );
+        let out = complete(&GlobalArgs::default(), &words("verify hello l")).await;
+        assert!(out.starts_with("latest\t"), "{out}");
         let out = complete(&GlobalArgs::default(), &words("restore hello --fr")).await;
         assert!(out.starts_with("--from\t"), "{out}");
         let out = complete(&GlobalArgs::default(), &words("get hello -o ya")).await;

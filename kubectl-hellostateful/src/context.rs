@@ -16,8 +16,6 @@ use crate::output::Style;
 pub const SYSTEM_NAMESPACE: &str = "hellostateful-system";
 /// Deployment (and ServiceAccount) of the reconciler.
 pub const RECONCILER: &str = "hellostateful-reconciler";
-/// Image used when the reconciler's Deployment cannot be read.
-pub const DEFAULT_IMAGE: &str = "hellostateful-reconciler:0.1.0";
 /// Field manager of the plugin's server-side applies.
 pub const FIELD_MANAGER: &str = "kubectl-hellostateful";
 

@@ -7,11 +7,11 @@ use hellostateful_api::{
 };
 use kube::api::PostParams;
 
-use crate::backups;
 use crate::cli::{CreateArgs, DryRun, OutputFormat};
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
 use crate::get::object_value;
+use crate::mover_pod;
 use crate::output::{to_json, to_yaml};
 use crate::prompt;
 
@@ -150,8 +150,8 @@ async fn check_source(
         return Ok(());
     }
     let claim_name = names::backup_claim(&source.name);
-    let claim = backups::backup_claim(kube, &source.name).await?;
-    if backups::backup_claim_readable(&kube.namespace, &source.name, claim.as_ref())? {
+    let claim = mover_pod::backup_claim(kube, &source.name).await?;
+    if mover_pod::backup_claim_readable(&kube.namespace, &source.name, claim.as_ref())? {
         Ok(())
     } else {
         Err(CliError::Failed(format!(

@@ -171,6 +171,15 @@ pub fn documents(image: Option<&str>, backup_roots: Option<&str>) -> Result<Vec<
     Ok(all)
 }
 
+/// The image this plugin installs (its embedded settings' moverImage; a release pins it
+/// by digest): what a backups pod runs when the reconciler's Deployment cannot be read.
+pub fn default_image() -> String {
+    documents(None, None)
+        .ok()
+        .and_then(|docs| setting(&docs, "moverImage").map(str::to_string))
+        .unwrap_or_else(|| RECONCILER.to_string())
+}
+
 fn is_settings(doc: &Value) -> bool {
     doc["kind"] == "ConfigMap" && doc["metadata"]["name"] == SETTINGS
 }
@@ -720,6 +729,7 @@ mod tests {
             deployment["spec"]["template"]["spec"]["containers"][0]["image"].as_str()
         );
         assert_eq!(setting(&docs, "backupRoots"), Some("/tmp/backup"));
+        assert_eq!(Some(default_image().as_str()), setting(&docs, "moverImage"));
     }
 
     #[test]

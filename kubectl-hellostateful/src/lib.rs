@@ -1,7 +1,8 @@
 //! `kubectl hellostateful`: the plugin's logic. `main.rs` only calls [`main`].
 //!
 //! One module per command (`create`, `get`, `status`, `actions` for backup/restore,
-//! `backups`, `delete`, `logs`, `install`, `version`) on shared pieces: `cli` (clap),
+//! `backups` for the catalog and `verify`, `delete`, `logs`, `report`, `install`, `version`) on shared
+//! pieces: `mover_pod` (the pod that runs the data mover on backups), `cli` (clap),
 //! `context` (kubeconfig, client, terminal), `output` (tables, ages, sizes, JSON/YAML),
 //! `prompt` (dialoguer, terminal only) and `error` (what a user reads).
 
@@ -16,8 +17,10 @@ pub mod error;
 pub mod get;
 pub mod install;
 pub mod logs;
+pub mod mover_pod;
 pub mod output;
 pub mod prompt;
+pub mod report;
 pub mod status;
 pub mod version;
 
@@ -39,10 +42,12 @@ pub async fn run(cli: Cli) -> Result<String, CliError> {
         Command::Get(args) => get::get(&ctx, args).await,
         Command::Status(args) => status::status(&ctx, &args.name).await,
         Command::Backup(args) => actions::backup(&ctx, args).await,
-        Command::Backups(args) => backups::backups(&ctx, &args.name).await,
+        Command::Backups(args) => backups::backups(&ctx, args).await,
+        Command::Verify(args) => backups::verify(&ctx, args).await,
         Command::Restore(args) => actions::restore(&ctx, args).await,
         Command::Delete(args) => delete::delete(&ctx, args).await,
         Command::Logs(args) => logs::logs(&ctx, args).await,
+        Command::Report(args) => report::report(&ctx, args).await,
         Command::Install(args) => install::install(&ctx, args).await,
         Command::Uninstall(args) => install::uninstall(&ctx, args).await,
         Command::Version => version::version(&ctx).await,

@@ -157,7 +157,7 @@ async fn gather(kube: &Kube, app: HelloStateful) -> View {
     }
 }
 
-fn event_time(event: &Event) -> Option<DateTime<Utc>> {
+pub fn event_time(event: &Event) -> Option<DateTime<Utc>> {
     event
         .last_timestamp
         .as_ref()

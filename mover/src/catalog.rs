@@ -288,6 +288,116 @@ pub(crate) fn prune_locked(app_dir: &Dir, keep_last: u32) -> Result<PruneOutcome
     })
 }
 
+/// One snapshot in full (`describe`): its manifest's figures. Loading it checked the
+/// manifest's seal and tree; `verify` checks the files' contents.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotDetails {
+    /// Backup id.
+    pub id: String,
+    /// `namespace/name` of the app backed up.
+    pub app: String,
+    /// When the backup started.
+    pub time: DateTime<Utc>,
+    /// When it finished.
+    pub end_time: DateTime<Utc>,
+    /// Wall time of the backup.
+    pub duration_ms: u64,
+    /// Total size of the regular files.
+    pub bytes: u64,
+    /// Number of regular files.
+    pub files: u64,
+    /// Bytes copied by this backup.
+    pub new_bytes: u64,
+    /// Files hard-linked to the backup before.
+    pub linked_files: u64,
+    /// Files that kept changing while copied (may be torn).
+    pub inconsistent_files: u64,
+    /// Replica ordinals held.
+    pub ordinals: Vec<u32>,
+    /// Manifest format.
+    pub format: u32,
+    /// The manifest's checksum, which matched when it was loaded.
+    pub manifest_checksum: String,
+    /// Whether it is the newest complete backup (retention never deletes it).
+    pub newest: bool,
+}
+
+/// The snapshot `selector` names, in full.
+pub fn describe(app: &App, selector: &Selector) -> Result<SnapshotDetails> {
+    let snapshot = resolve(app, selector)?;
+    let newest = match open_app_dir(app)? {
+        Some(dir) => latest(&dir)?.is_some_and(|l| l.id == snapshot.id),
+        None => false,
+    };
+    let m = snapshot.manifest;
+    Ok(SnapshotDetails {
+        id: m.id,
+        app: m.app,
+        time: m.start_time,
+        end_time: m.end_time,
+        duration_ms: m.duration_ms,
+        bytes: m.bytes,
+        files: m.files,
+        new_bytes: m.new_bytes,
+        linked_files: m.linked_files,
+        inconsistent_files: m.inconsistent_files,
+        ordinals: m.ordinals,
+        format: m.format,
+        manifest_checksum: m.checksum,
+        newest,
+    })
+}
+
+/// What `delete` did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOutcome {
+    /// The id deleted.
+    pub deleted: String,
+    /// Complete snapshots left, newest first.
+    pub kept: Vec<String>,
+}
+
+/// Deletes snapshot `id`, holding the exclusive lock (waiting up to `lock_wait` for a
+/// running backup, restore or prune). The newest complete snapshot is refused unless
+/// `force`: it is the one a restore or the next incremental backup needs.
+pub fn delete(app: &App, id: &BackupId, force: bool, lock_wait: Duration) -> Result<DeleteOutcome> {
+    let no_such = |existing: Vec<String>| MoverError::NoSuchBackup {
+        id: id.to_string(),
+        app: app.label(),
+        existing,
+    };
+    let Some(app_dir) = open_app_dir(app)? else {
+        return Err(no_such(Vec::new()));
+    };
+    let _lock = lock::exclusive(&app_dir, lock_wait)?;
+    let ids = snapshot_ids(&app_dir)?;
+    if !ids.contains(id) {
+        return Err(no_such(ids.iter().rev().map(ToString::to_string).collect()));
+    }
+    let newest = latest(&app_dir)?.map(|s| s.id);
+    if newest.as_ref() == Some(id) && !force {
+        return Err(MoverError::Usage(format!(
+            "backup {id} is the newest good backup of {}: a restore and the next incremental backup need it, so it is deleted only with --force",
+            app.label()
+        )));
+    }
+    let doomed = format!("{DEL_PREFIX}{id}");
+    app_dir.durable_rename(id.as_str(), &app_dir, &doomed)?;
+    app_dir.remove_tree(&doomed)?;
+    app_dir.sync()?;
+    let kept = snapshot_ids(&app_dir)?
+        .iter()
+        .rev()
+        .map(ToString::to_string)
+        .collect();
+    Ok(DeleteOutcome {
+        deleted: id.to_string(),
+        kept,
+    })
+}
+
 /// What `purge` did.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]

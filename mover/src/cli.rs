@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::error::{MoverError, Result};
-use crate::names::{App, Selector};
+use crate::names::{App, BackupId, Selector};
 use crate::{BackupOptions, RestoreOptions};
 
 /// The data-mover subcommands.
@@ -52,6 +52,25 @@ pub enum MoverCommand {
         hello latest"
     )]
     Verify(VerifyArgs),
+    /// Print one snapshot's manifest figures.
+    #[command(
+        long_about = "Print one line of JSON describing a snapshot: {\"id\",\"app\",\
+        \"time\",\"endTime\",\"durationMs\",\"bytes\",\"files\",\"newBytes\",\
+        \"linkedFiles\",\"inconsistentFiles\",\"ordinals\",\"format\",\
+        \"manifestChecksum\",\"newest\"}. Its manifest's checksum and tree are checked; \
+        `verify` checks the files.\n\nExample:\n  hellostateful-reconciler describe \
+        --namespace default --name hello latest"
+    )]
+    Describe(DescribeArgs),
+    /// Delete one snapshot.
+    #[command(
+        long_about = "Delete one complete snapshot, holding the app's lock (waiting up to \
+        --lock-timeout for a running backup, restore or prune). The newest complete \
+        snapshot is refused unless --force. Prints {\"deleted\":id,\"kept\":[ids]}.\n\n\
+        Example:\n  hellostateful-reconciler delete --namespace default --name hello \
+        20261129T150102Z"
+    )]
+    Delete(DeleteArgs),
     /// Delete old snapshots, keeping the newest N.
     #[command(
         long_about = "Delete complete snapshots older than the newest N (N >= 1: the \
@@ -168,6 +187,38 @@ pub struct VerifyArgs {
     /// The snapshot to check: a backup id such as 20261129T150102Z, or "latest"
     #[arg(value_name = "ID|latest")]
     pub id: String,
+    /// Print {"id","files","bytes","problems":[...]} as one line of JSON (exit 1 still
+    /// means damage)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `describe`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DescribeArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// The snapshot: a backup id such as 20261129T150102Z, or "latest"
+    #[arg(value_name = "ID|latest")]
+    pub id: String,
+}
+
+/// Arguments of `delete`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// The backup id, such as 20261129T150102Z
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Also delete the newest complete snapshot
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds to wait for a running backup, restore or prune of the app to finish
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub lock_timeout: u64,
 }
 
 /// Arguments of `prune`.
@@ -314,6 +365,13 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
         MoverCommand::Verify(a) => {
             let selector = a.id.parse::<Selector>()?;
             let report = crate::verify(&a.app.app()?, &selector)?;
+            if a.json {
+                let ok = report.problems.is_empty();
+                return Ok(Done {
+                    stdout: json(&report)?,
+                    ok,
+                });
+            }
             if report.problems.is_empty() {
                 return ok(format!(
                     "ok: backup {} verified: {} files, {} bytes",
@@ -334,6 +392,15 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                     .join("\n"),
                 ok: false,
             })
+        }
+        MoverCommand::Describe(a) => {
+            let selector = a.id.parse::<Selector>()?;
+            ok(json(&crate::describe(&a.app.app()?, &selector)?)?)
+        }
+        MoverCommand::Delete(a) => {
+            let id = a.id.parse::<BackupId>()?;
+            let wait = Duration::from_secs(a.lock_timeout);
+            ok(json(&crate::delete(&a.app.app()?, &id, a.force, wait)?)?)
         }
         MoverCommand::Prune(a) => ok(json(&crate::prune(&a.app.app()?, a.keep_last)?)?),
         MoverCommand::Wipe(a) => ok(json(&crate::wipe(&a.dest)?)?),

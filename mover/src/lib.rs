@@ -13,8 +13,8 @@
 //! Volumes and backups are written by the tenant, who may race the mover; every path
 //! below the command-line roots is opened through `confined`, never following a symlink.
 //!
-//! The library functions ([`backup()`], [`restore()`], [`list`], [`verify()`], [`prune`],
-//! [`purge`], [`wipe`])
+//! The library functions ([`backup()`], [`restore()`], [`list`], [`describe`], [`verify()`],
+//! [`prune`], [`delete`], [`purge`], [`wipe`])
 //! return [`MoverError`]s that name the file and keep the OS error as their source;
 //! [`cli`] wraps them for the reconciler binary's Job subcommands.
 
@@ -36,7 +36,8 @@ mod volumes;
 
 pub use backup::{BackupOptions, BackupReport, backup};
 pub use catalog::{
-    PruneOutcome, PurgeOutcome, Snapshot, SnapshotInfo, incomplete, list, prune, purge, resolve,
+    DeleteOutcome, PruneOutcome, PurgeOutcome, Snapshot, SnapshotDetails, SnapshotInfo, delete,
+    describe, incomplete, list, prune, purge, resolve,
 };
 pub use error::{MoverError, Result, SWAP_INTERRUPTED};
 pub use fault::{FAULT_ENV, TRACE_ENV};

@@ -440,6 +440,60 @@ fn prune_keeps_the_newest_and_refuses_zero() {
     assert_eq!(all_snapshots_verify(&app), 2);
 }
 
+#[test]
+fn one_backup_is_described_and_deleted_but_the_newest_only_with_force() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        fs::write(source.join("0/stateful.log"), format!("version {i}")).expect("write");
+        if i == 0 {
+            // The files the next backups leave unchanged are linked to this one's.
+            settle(&source);
+        }
+        ids.push(
+            hellostateful_mover::backup(&app, &backup_opts(&source))
+                .expect("backup")
+                .id,
+        );
+    }
+    let wait = std::time::Duration::from_secs(5);
+    let middle = Selector::Id(ids[1].parse().expect("id"));
+    let details = hellostateful_mover::describe(&app, &middle).expect("describe");
+    assert_eq!(details.id, ids[1]);
+    assert_eq!(details.app, format!("{NS}/{NAME}"));
+    assert!(
+        details.files >= 1 && details.linked_files >= 1,
+        "{details:?}"
+    );
+    assert_eq!((details.format, details.newest), (3, false));
+    assert!(
+        hellostateful_mover::describe(&app, &Selector::Latest)
+            .expect("latest")
+            .newest
+    );
+
+    let newest = ids[2].parse().expect("id");
+    let refused = hellostateful_mover::delete(&app, &newest, false, wait).expect_err("refused");
+    assert!(refused.to_string().contains("--force"), "{refused}");
+    assert!(refused.is_permanent());
+    let gone = hellostateful_mover::delete(&app, &ids[1].parse().expect("id"), false, wait)
+        .expect("delete");
+    assert_eq!(gone.kept, vec![ids[2].clone(), ids[0].clone()]);
+    let missing = hellostateful_mover::delete(&app, &ids[1].parse().expect("id"), false, wait)
+        .expect_err("gone already");
+    assert!(
+        missing.to_string().contains(&ids[2]),
+        "lists what exists: {missing}"
+    );
+    // The survivors, which shared files with the deleted one by hard links, are intact.
+    assert_eq!(all_snapshots_verify(&app), 2);
+    let forced = hellostateful_mover::delete(&app, &newest, true, wait).expect("forced");
+    assert_eq!(forced.kept, vec![ids[0].clone()]);
+    assert_eq!(all_snapshots_verify(&app), 1);
+}
+
 /// Backup Jobs mount the app's volumes read-only: a volume that a restore wrote into must
 /// still back up without any write to it.
 #[test]
