@@ -294,6 +294,7 @@ as `kubectl exec NAME-0 -c app -- tail` would.",
         after_help = "Examples:
   kubectl hellostateful logs hello
   kubectl hellostateful logs hello --tail 50 --replica 1
+  kubectl hellostateful logs hello --tail=-1
   kubectl hellostateful logs hello -f"
     )]
     Logs(LogsArgs),
@@ -588,9 +589,10 @@ pub struct LogsArgs {
     /// Keep printing new lines as they are written
     #[arg(short = 'f', long)]
     pub follow: bool,
-    /// Lines from the end of the log to print first
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub tail: u32,
+    /// Lines from the end of the log to print first; -1 for the whole log (as kubectl logs)
+    #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i64).range(-1..))]
+    pub tail: i64,
     /// Replica whose log to print (pod NAME-<N>)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub replica: u32,

@@ -10,8 +10,14 @@ use crate::context::Ctx;
 use crate::error::{Action, CliError, explain};
 
 /// The command run in the app container.
-pub fn tail_command(mount_path: &str, lines: u32, follow: bool) -> Vec<String> {
-    let mut command = vec!["tail".to_string(), "-n".to_string(), lines.to_string()];
+pub fn tail_command(mount_path: &str, lines: i64, follow: bool) -> Vec<String> {
+    // `tail -n +1` prints from the first line: the whole file.
+    let lines = if lines < 0 {
+        "+1".to_string()
+    } else {
+        lines.to_string()
+    };
+    let mut command = vec!["tail".to_string(), "-n".to_string(), lines];
     if follow {
         command.push("-f".to_string());
     }
@@ -103,6 +109,10 @@ mod tests {
         assert_eq!(
             tail_command("/data/", 5, true),
             ["tail", "-n", "5", "-f", "/data/stateful.log"]
+        );
+        assert_eq!(
+            tail_command("/data", -1, false),
+            ["tail", "-n", "+1", "/data/stateful.log"]
         );
     }
 }

@@ -1,22 +1,41 @@
-//! Terminal behaviour through a pseudo-terminal: prompts appear on a terminal.
+//! Terminal behaviour through a pseudo-terminal: prompts appear on a terminal, colours too
+//! unless NO_COLOR says otherwise, and every run ends with the exit code a script expects.
 
 mod fake_api;
 
 use std::process::Command;
 
 use fake_api::{Behaviour, FakeApi};
-use rexpect::session::spawn_command;
+use rexpect::process::WaitStatus;
+use rexpect::session::{PtySession, spawn_command};
 
+/// The plugin on a terminal, without colours (so that the texts below match).
 fn command(kubeconfig: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = coloured(kubeconfig, args);
+    command.env("NO_COLOR", "1");
+    command
+}
+
+/// The plugin on a terminal, colours as the user's environment would have them.
+fn coloured(kubeconfig: &std::path::Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-hellostateful"));
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
         .env_remove("KUBECONFIG")
-        .env("NO_COLOR", "1")
+        .env_remove("NO_COLOR")
         .env("TERM", "xterm");
     command
+}
+
+/// Reads the rest of the output, waits for the process and returns its exit code.
+fn exit_code(mut session: PtySession) -> i32 {
+    session.exp_eof().expect("the end of the output");
+    match session.process().wait().expect("wait") {
+        WaitStatus::Exited(_, code) => code,
+        other => panic!("the plugin did not exit: {other:?}"),
+    }
 }
 
 /// Answers a yes/no question once it waits for a key (in raw mode: a key typed before that
@@ -52,7 +71,7 @@ fn restore_asks_what_will_be_overwritten_and_no_changes_nothing() {
     session
         .exp_string("restore cancelled: nothing was changed")
         .expect("cancelled");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 1);
     assert!(
         api.requests().iter().all(|r| r.0 != "PATCH"),
         "a patch was sent"
@@ -74,7 +93,7 @@ fn restore_yes_on_a_terminal_restores() {
     session
         .exp_string("restored from backup 20261129T145500Z")
         .expect("restored");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 0);
     assert_eq!(api.requests().iter().filter(|r| r.0 == "PATCH").count(), 1);
 }
 
@@ -89,7 +108,7 @@ fn backup_on_a_terminal_says_how_to_list_backups_instead() {
     session
         .exp_string("To list backups instead: kubectl hellostateful backups hello")
         .expect("the hint");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 0);
     assert_eq!(api.requests().iter().filter(|r| r.0 == "PATCH").count(), 1);
 }
 
@@ -112,7 +131,7 @@ fn create_asks_for_a_schedule_on_a_terminal() {
     session
         .exp_string("\"backupSchedule\": \"*/10 * * * *\"")
         .expect("the schedule is used");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 0);
 }
 
 #[test]
@@ -133,7 +152,7 @@ fn delete_asks_and_says_backups_are_kept() {
         .expect("the question");
     answer(&mut session, "n");
     session.exp_string("delete cancelled").expect("cancelled");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 1);
     assert!(
         api.requests().iter().all(|r| r.0 != "DELETE"),
         "a delete was sent"
@@ -161,11 +180,57 @@ fn delete_backups_warns_they_cannot_be_recovered_and_no_changes_nothing() {
         .expect("the warning");
     answer(&mut session, "n");
     session.exp_string("delete cancelled").expect("cancelled");
-    session.exp_eof().expect("exit");
+    assert_eq!(exit_code(session), 1);
     assert!(
         api.requests()
             .iter()
             .all(|r| r.0 != "PATCH" && r.0 != "DELETE"),
         "a change was sent"
     );
+}
+
+#[test]
+fn a_terminal_gets_colours_unless_no_color_is_set() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let mut session =
+        spawn_command(coloured(&api.kubeconfig, &["list"]), Some(15_000)).expect("spawn");
+    let before = session.exp_string("hello").expect("the first app");
+    let row = session.exp_string("web").expect("the second app");
+    assert!(
+        format!("{before}{row}").contains("\u{1b}["),
+        "no colour on a terminal: {before:?} {row:?}"
+    );
+    assert_eq!(exit_code(session), 0);
+
+    let mut plain = command(&api.kubeconfig, &["list"]);
+    plain.env("NO_COLOR", "1");
+    let mut session = spawn_command(plain, Some(15_000)).expect("spawn");
+    let text = session.exp_string("web").expect("the apps");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour despite NO_COLOR: {text:?}"
+    );
+    assert_eq!(exit_code(session), 0);
+}
+
+#[test]
+fn a_missing_app_fails_with_exit_code_1_and_a_red_error_on_a_terminal() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    let mut session =
+        spawn_command(coloured(&api.kubeconfig, &["get", "nosuch"]), Some(15_000)).expect("spawn");
+    let before = session
+        .exp_string("hellostateful \"nosuch\" not found")
+        .expect("the error");
+    assert!(before.contains("\u{1b}[31m"), "a red error: {before:?}");
+    assert_eq!(exit_code(session), 1);
+    // A usage error is 2, as clap (and kubectl) exit.
+    let session =
+        spawn_command(command(&api.kubeconfig, &["get", "--bogus"]), Some(15_000)).expect("spawn");
+    assert_eq!(exit_code(session), 2);
 }
