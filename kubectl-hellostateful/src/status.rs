@@ -2,7 +2,9 @@
 //! requests in flight, and recent events.
 
 use chrono::{DateTime, Utc};
-use hellostateful_api::{HelloStateful, RequestPhase, RequestStatus, ResolvedTarget, names};
+use hellostateful_api::{
+    HelloStateful, HelloStatefulStatus, RequestPhase, RequestStatus, ResolvedTarget, names,
+};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
@@ -206,12 +208,33 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
 }
 
-/// The report, as text.
+/// The report, as text: one section after the other.
 pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
     let Some(app) = &view.app else {
         return String::new();
     };
     let status = app.status.clone().unwrap_or_default();
+    [
+        summary(view, app, &status, now, style),
+        last_backup(app, &status, now, style),
+        requests(app, &status, style),
+        conditions(&status, now, style),
+        workload(view, &app.name_any(), now, style),
+        volumes(view, style),
+        backup_jobs(view, app, now, style),
+        events(view, now, style),
+    ]
+    .concat()
+}
+
+/// Name, replicas, image, storage, schedule, backup target, restore settings.
+fn summary(
+    view: &View,
+    app: &HelloStateful,
+    status: &HelloStatefulStatus,
+    now: DateTime<Utc>,
+    style: Style,
+) -> String {
     let name = app.name_any();
     let mut out = String::new();
     let mut field = |label: &str, value: String| {
@@ -295,7 +318,18 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
             )),
         );
     }
+    out
+}
 
+/// The newest backup, and a warning for torn files.
+fn last_backup(
+    app: &HelloStateful,
+    status: &HelloStatefulStatus,
+    now: DateTime<Utc>,
+    style: Style,
+) -> String {
+    let name = app.name_any();
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("Last backup:")));
     match &status.last_backup {
         Some(b) => out.push_str(&format!(
@@ -336,6 +370,12 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
             ))
         ));
     }
+    out
+}
+
+/// On-demand requests: acknowledged, and annotated but not acknowledged yet.
+fn requests(app: &HelloStateful, status: &HelloStatefulStatus, style: Style) -> String {
+    let mut out = String::new();
     let mut requests = Vec::new();
     if let Some(r) = &status.backup_request {
         requests.push(format!("  Backup:   {}\n", request_line(r, style)));
@@ -368,7 +408,12 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
         out.push_str(&format!("\n{}\n", style.bold("Requests:")));
         out.push_str(&requests.concat());
     }
+    out
+}
 
+/// The conditions as a table.
+fn conditions(status: &HelloStatefulStatus, now: DateTime<Utc>, style: Style) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("Conditions:")));
     if status.conditions.is_empty() {
         out.push_str("  <none>\n");
@@ -399,7 +444,12 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
             &rows,
         )));
     }
+    out
+}
 
+/// The StatefulSet and its pods.
+fn workload(view: &View, name: &str, now: DateTime<Utc>, style: Style) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("StatefulSet:")));
     match &view.statefulset {
         Some(sts) => {
@@ -457,7 +507,12 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
             &rows,
         )));
     }
+    out
+}
 
+/// The claims of the replicas.
+fn volumes(view: &View, style: Style) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("Volumes:")));
     if view.claims.is_empty() {
         out.push_str("  <none>\n");
@@ -506,7 +561,13 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
             &rows,
         )));
     }
+    out
+}
 
+/// The CronJob and the newest mover Jobs.
+fn backup_jobs(view: &View, app: &HelloStateful, now: DateTime<Utc>, style: Style) -> String {
+    let name = app.name_any();
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("Backups:")));
     match &view.cronjob {
         Some(cron) => {
@@ -571,7 +632,12 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
     if !jobs.is_empty() {
         out.push_str(&indent(&table(&["JOB", "KIND", "STATUS", "AGE"], &jobs)));
     }
+    out
+}
 
+/// The ten newest events, and what could not be read.
+fn events(view: &View, now: DateTime<Utc>, style: Style) -> String {
+    let mut out = String::new();
     out.push_str(&format!("\n{}\n", style.bold("Events:")));
     if view.events.is_empty() {
         out.push_str("  <none>\n");
