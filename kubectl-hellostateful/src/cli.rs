@@ -117,6 +117,20 @@ pub enum OutputFormat {
     Name,
 }
 
+impl Command {
+    /// Whether the command honours `-o format`: `wide` only makes sense for tables of apps,
+    /// and a few commands print no object at all. Anything else is refused before running.
+    pub fn honours(&self, format: OutputFormat) -> bool {
+        match self {
+            Command::List(_) | Command::Get(_) | Command::Complete { .. } => true,
+            Command::Logs(_) | Command::Uninstall(_) | Command::Completion { .. } => {
+                format == OutputFormat::Table
+            }
+            _ => format != OutputFormat::Wide,
+        }
+    }
+}
+
 /// `--dry-run` values, as kubectl.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DryRun {
@@ -712,6 +726,23 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("kubectl-hellostateful").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn each_command_takes_only_the_outputs_it_can_print() {
+        let command = |words: &[&str]| {
+            Cli::try_parse_from(["kubectl-hellostateful"].iter().chain(words))
+                .unwrap()
+                .command
+        };
+        let list = command(&["list"]);
+        assert!(list.honours(OutputFormat::Wide) && list.honours(OutputFormat::Json));
+        let status = command(&["status", "hello"]);
+        assert!(status.honours(OutputFormat::Json) && !status.honours(OutputFormat::Wide));
+        let verify = command(&["verify", "hello"]);
+        assert!(verify.honours(OutputFormat::Json) && !verify.honours(OutputFormat::Wide));
+        let logs = command(&["logs", "hello"]);
+        assert!(!logs.honours(OutputFormat::Json) && logs.honours(OutputFormat::Table));
     }
 
     #[test]

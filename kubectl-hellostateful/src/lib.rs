@@ -27,7 +27,7 @@ pub mod version;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, Parser, ValueEnum};
 
 use crate::cli::{Cli, Command};
 use crate::context::Ctx;
@@ -35,6 +35,16 @@ use crate::error::CliError;
 
 /// Runs one command and returns what it prints on stdout.
 pub async fn run(cli: Cli) -> Result<String, CliError> {
+    if let Some(format) = cli.global.output
+        && !cli.command.honours(format)
+    {
+        let format = format
+            .to_possible_value()
+            .map_or_else(String::new, |value| value.get_name().to_string());
+        return Err(CliError::Usage(format!(
+            "-o {format} means nothing for this command: it prints no such view (kubectl hellostateful <command> --help says which -o it takes)"
+        )));
+    }
     let ctx = Ctx::new(cli.global.clone());
     match &cli.command {
         Command::Create(args) => create::create(&ctx, args).await,
