@@ -79,6 +79,31 @@ test_schedule_changes_reach_the_cronjob() {
   wait_for "replicas back to 2" 30 bash -c "[[ \$(kubectl -n '$NS' get statefulset '$APP' -o jsonpath='{.spec.replicas}') == 2 ]]"
 }
 
+# What the CRD accepts, the API server accepts for every child made of it: each spec of
+# e2e/children.yaml is dry-run created, and so is every child of those the CRD accepts.
+test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts() {
+  local bin="${CARGO_TARGET_DIR:-$E2E_ROOT/target}/x86_64-unknown-linux-gnu/release/hellostateful-reconciler" out
+  [[ -x $bin ]] || { echo "no reconciler binary at $bin: run e2e/build-image first"; return 1; }
+  out=$("$bin" check-children "$E2E_ROOT/e2e/children.yaml" --namespace "$NS") || { echo "$out"; return 1; }
+  echo "$out" | cut -c1-150
+  # The edge cases land where they should: accepted whole, refused by the CRD up front, or
+  # reported in status by the reconciler; never a child the API server refuses.
+  local row
+  for row in seed a2345678901234567890123456789012345678901234z macro-and-digest dynamic from-another \
+    restricted placed none-running mount-with-colon claim-not-a-name; do
+    grep -q "^$row: accepted with its [0-9]* children$" <<<"$out" || { echo "$row was not accepted whole"; return 1; }
+  done
+  for row in class-not-a-name selector-not-a-label toleration-exists-with-value toleration-bad-effect \
+    negative-user zero-size six-fields; do
+    grep -q "^$row: refused by the CRD: " <<<"$out" || { echo "the CRD did not refuse $row"; return 1; }
+  done
+  for row in minute-61 root-not-allowed selector-key-not-a-label; do
+    grep -q "^$row: reported in status: " <<<"$out" || { echo "$row is not reported in status"; return 1; }
+  done
+  # Nothing was stored: it was all a dry run.
+  [[ -z $(kubectl -n "$NS" get hellostateful seed --ignore-not-found -o name) ]]
+}
+
 test_on_demand_backup_is_acknowledged_with_an_id() {
   local token id snapshot
   token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
@@ -131,6 +156,7 @@ run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
 run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
 run_test a_storage_size_change_is_reported_not_claimed_applied test_a_storage_size_change_is_reported_not_claimed_applied
 run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cronjob
+run_test the_api_server_accepts_the_children_of_whatever_the_crd_accepts test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups
 run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages

@@ -55,8 +55,9 @@ pub struct HelloStatefulSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<RestoreSource>,
 
-    /// Cron schedule of automatic backups, for example "*/5 * * * *" or "@hourly".
-    /// Omit it for no scheduled backups (on-demand backups still work).
+    /// Cron schedule of automatic backups, for example "*/5 * * * *" or "@hourly"; a
+    /// "TZ=Europe/Paris " prefix sets its time zone (the CronJob's timeZone, default the
+    /// controller manager's). Omit it for no scheduled backups (on-demand backups still work).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128))]
     #[x_kube(validation = Rule::new("self.matches('^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(TZ=[^ ]+ +)?[^ ]+( +[^ ]+){4})$')").message("backupSchedule must be a cron schedule with five fields, like \"*/5 * * * *\", or one of @hourly, @daily, @weekly, @monthly, @yearly"))]
@@ -101,13 +102,17 @@ pub struct HelloStatefulSpec {
     /// is chosen once, when the volumes are made, among Ready, uncordoned nodes that match
     /// and whose taints the app tolerates; `kubernetes.io/hostname: NODE` pins one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.size() <= 16").message("nodeSelector may hold at most 16 labels"))]
+    #[schemars(schema_with = "node_selector_schema")]
     pub node_selector: Option<std::collections::BTreeMap<String, String>>,
 
     /// Taints the app's pods and its backup and restore Jobs tolerate, as in a Pod's
     /// tolerations: to run on a tainted node (a control plane, dedicated nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])").message("a toleration's operator is Exists or Equal"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])").message("a toleration's effect is NoSchedule, PreferNoSchedule or NoExecute (or empty for all)"))]
+    #[x_kube(validation = Rule::new("self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')").message("a toleration with operator Exists has no value"))]
+    #[x_kube(validation = Rule::new("self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))").message("a toleration without a key must have operator Exists"))]
     pub tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
 }
 
@@ -141,6 +146,25 @@ impl RestoreSource {
             None => format!("the newest backup of app {}", self.name),
         }
     }
+}
+
+/// At most 16 labels, each value a label value (the API server's rule for a Pod's
+/// nodeSelector). Keys cannot be bounded in a CRD schema cheaply enough for CEL: they are
+/// checked by `validate::spec`, in the plugin and in the reconciler's status.
+fn node_selector_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "maxProperties": 16,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 63,
+            "x-kubernetes-validations": [{
+                "rule": "self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",
+                "message": "nodeSelector values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+            }],
+        },
+    })
 }
 
 /// The identity of the app's container.
@@ -179,6 +203,7 @@ pub struct StorageSpec {
     /// /tmp/hostpath-provisioner/<namespace>/<name>/<ordinal> on one node, as in 2018.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("storageClassName must be the name of a StorageClass: lower-case letters, digits, '-' and '.'"))]
     pub storage_class_name: Option<String>,
 }
 

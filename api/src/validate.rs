@@ -17,6 +17,10 @@ pub enum SpecError {
     #[error("restore-from {0:?} is not a backup id (like 20261129T150102Z) or \"latest\"")]
     RestoreFrom(String),
     #[error(
+        "nodeSelector key {0:?} is not a label key: an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+    )]
+    LabelKey(String),
+    #[error(
         "restoreFrom.name {0:?} is not the name of an app: at most {MAX_NAME_LEN} lower-case letters, digits and '-', starting with a letter and not ending with '-'"
     )]
     SourceName(String),
@@ -33,6 +37,22 @@ const CRON_MACROS: [&str; 7] = [
     "@hourly",
 ];
 
+/// A schedule's time zone and expression: `TZ=Europe/Paris 0 3 * * *` (the CRD's form, as
+/// cron writes it) is zone `Europe/Paris` and `0 3 * * *`. A CronJob takes the zone in its
+/// own `timeZone` field: the API server refuses `TZ=` in `schedule`.
+pub fn split_time_zone(schedule: &str) -> (Option<&str>, &str) {
+    match schedule
+        .strip_prefix("TZ=")
+        .or(schedule.strip_prefix("CRON_TZ="))
+    {
+        Some(rest) => match rest.split_once(' ') {
+            Some((zone, expression)) => (Some(zone), expression.trim()),
+            None => (Some(rest), ""),
+        },
+        None => (None, schedule.trim()),
+    }
+}
+
 /// Checks a cron schedule the way a CronJob would take it (five fields or a macro, with an
 /// optional `TZ=` prefix).
 pub fn schedule(schedule: &str) -> Result<(), SpecError> {
@@ -40,15 +60,13 @@ pub fn schedule(schedule: &str) -> Result<(), SpecError> {
         schedule: schedule.to_string(),
         reason,
     };
-    let expression = match schedule
-        .strip_prefix("TZ=")
-        .or(schedule.strip_prefix("CRON_TZ="))
-    {
-        Some(rest) => rest
-            .split_once(' ')
-            .map(|(_, expression)| expression.trim())
-            .ok_or_else(|| invalid("a time zone must be followed by a schedule".to_string()))?,
-        None => schedule.trim(),
+    let expression = match split_time_zone(schedule) {
+        (Some(_), "") => {
+            return Err(invalid(
+                "a time zone must be followed by a schedule".to_string(),
+            ));
+        }
+        (_, expression) => expression,
     };
     if CRON_MACROS.contains(&expression) {
         return Ok(());
@@ -93,6 +111,35 @@ pub fn is_app_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// Whether `key` is a label key, as the API server checks a Pod's nodeSelector: an optional
+/// DNS-subdomain prefix of at most 253 characters and '/', then a name of at most 63.
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    prefix_ok && name_ok
+}
+
 /// A node path as the CRD accepts it (`^(/[A-Za-z0-9_][-A-Za-z0-9._]*)+$`, 2 to 512
 /// characters): absolute, no empty, `.` or `..` component, no trailing `/`, never `/` itself.
 /// The plugin checks flags with it before sending, the reconciler the admin's backup roots.
@@ -114,6 +161,15 @@ pub fn is_clean_absolute_path(path: &str) -> bool {
 pub fn spec(spec: &HelloStatefulSpec) -> Result<(), SpecError> {
     if let Some(expression) = &spec.backup_schedule {
         schedule(expression)?;
+    }
+    if let Some(key) = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .map(|(key, _)| key)
+        .find(|key| !is_label_key(key))
+    {
+        return Err(SpecError::LabelKey(key.clone()));
     }
     if let Some(source) = &spec.restore_from {
         if !is_app_name(&source.name) {
@@ -222,6 +278,30 @@ mod tests {
                 with(serde_json::json!({"name": "old", "backupId": bad})).is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn node_selector_keys_are_label_keys() {
+        for ok in [
+            "tier",
+            "kubernetes.io/hostname",
+            "example.com/a_b.c-d",
+            "A1",
+        ] {
+            assert!(is_label_key(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/x",
+            "a b",
+            "Example.com/x",
+            "x/",
+            "-x",
+            &"a".repeat(64),
+            "a/b/c",
+        ] {
+            assert!(!is_label_key(bad), "{bad}");
         }
     }
 }

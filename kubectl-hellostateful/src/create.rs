@@ -89,6 +89,11 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs) -> Result<String, CliError> {
         )));
     }
 
+    // The checks beyond the CRD's schema (label keys, a restore source): refused here
+    // rather than reported in status after the app was made.
+    let unchecked = build(args, "default", schedule.clone());
+    validate::spec(&unchecked.spec).map_err(|e| CliError::Usage(e.to_string()))?;
+
     if args.dry_run == DryRun::Client {
         let namespace = match &ctx.global.namespace {
             Some(namespace) => namespace.clone(),

@@ -287,6 +287,23 @@ fn bad_input_is_refused_before_contacting_the_cluster() {
     );
     let out = plugin(
         &refusing,
+        &[
+            "create",
+            "hello",
+            "--schedule",
+            "@hourly",
+            "--node-selector",
+            "Example.com/tier=gold",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("nodeSelector key \"Example.com/tier\" is not a label key"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = plugin(
+        &refusing,
         &["restore", "hello", "--from", "../etc", "--yes"],
     );
     assert!(

@@ -1,8 +1,8 @@
 //! The desired children of an app: pure functions from the HelloStateful to the objects the
 //! reconciler applies. Nothing here talks to the API server, so every decision is unit-tested.
 
-use hellostateful_api::HelloStateful;
 use hellostateful_api::names::{self, Component};
+use hellostateful_api::{HelloStateful, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Service};
@@ -605,12 +605,14 @@ pub fn cronjob(
 ) -> Result<CronJob, Error> {
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
+    let (time_zone, schedule) = validate::split_time_zone(schedule);
     build(json!({
         "apiVersion": "batch/v1",
         "kind": "CronJob",
         "metadata": app.metadata(&names::cronjob(&app.name), Component::Backup),
         "spec": {
             "schedule": schedule,
+            "timeZone": time_zone,
             "suspend": app.app.spec.backups_suspended(),
             "concurrencyPolicy": "Forbid",
             "startingDeadlineSeconds": 120,
@@ -1070,5 +1072,23 @@ mod tests {
             .labels
             .expect("labels");
         assert_eq!(labels["app.kubernetes.io/instance"], "hello");
+    }
+
+    #[test]
+    fn a_time_zone_goes_into_the_cronjobs_time_zone_field() {
+        let app = app(json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let cron = cronjob(
+            &app,
+            "TZ=Europe/Paris 0 3 * * 1-5",
+            &node_root(),
+            &settings(),
+        )
+        .expect("cron");
+        let spec = cron.spec.expect("spec");
+        assert_eq!(spec.schedule, "0 3 * * 1-5");
+        assert_eq!(spec.time_zone.as_deref(), Some("Europe/Paris"));
+        let plain = cronjob(&app, "@hourly", &node_root(), &settings()).expect("cron");
+        assert_eq!(plain.spec.expect("spec").time_zone, None);
     }
 }

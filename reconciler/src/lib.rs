@@ -5,6 +5,7 @@ pub mod children;
 pub mod conditions;
 pub mod controller;
 pub mod drift;
+pub mod dry_run;
 mod error;
 pub mod jobs;
 pub mod leader;

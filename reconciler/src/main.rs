@@ -1,5 +1,5 @@
 //! `hellostateful-reconciler`: the controller (`run`), the data mover (`backup`, `restore`,
-//! `backups`, `verify`, `prune`, run inside Jobs) and `crd`.
+//! `backups`, `verify`, `prune`, run inside Jobs), `crd`, and `check-children` (e2e).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -36,8 +36,29 @@ enum Command {
     Run(RunArgs),
     /// Print the HelloStateful CRD as YAML (what manifests/crd.yaml holds).
     Crd,
+    /// Dry-run HelloStatefuls and the children made of them against the API server.
+    #[command(
+        hide = true,
+        long_about = "Create each HelloStateful of FILE (multi-document YAML) with a \
+server-side dry run, then every child the reconciler would make of one the CRD accepts. \
+Prints one line per app; exits 1 if the API server refuses a child of an app the CRD \
+accepted (the CRD must refuse what its children cannot be)."
+    )]
+    CheckChildren(CheckArgs),
     #[command(flatten)]
     Mover(hellostateful_mover::cli::MoverCommand),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Multi-document YAML of HelloStatefuls.
+    file: std::path::PathBuf,
+    /// Namespace to dry-run them in (it must exist).
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// Node directories allowed for backups, as the reconciler's --backup-roots.
+    #[arg(long, default_value = hellostateful_api::defaults::BACKUP_HOST_PATH)]
+    backup_roots: String,
 }
 
 #[derive(clap::Args)]
@@ -86,19 +107,23 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::CheckChildren(args) => {
+            let Some(runtime) = runtime() else {
+                return ExitCode::FAILURE;
+            };
+            match runtime.block_on(check_children(args)) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(error) => {
+                    eprintln!("error: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run(args) => {
             init_logging(args.log_json);
-            // One thread: the controller waits on the API server, not on the CPU, and every
-            // extra thread costs an allocator arena of its own.
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    eprintln!("error: starting the async runtime: {error}");
-                    return ExitCode::FAILURE;
-                }
+            let Some(runtime) = runtime() else {
+                return ExitCode::FAILURE;
             };
             match runtime.block_on(run(args)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -109,6 +134,48 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The async runtime, on one thread: the controller waits on the API server, not on the
+/// CPU, and every extra thread costs an allocator arena of its own. None (said on stderr)
+/// when it cannot start.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("error: starting the async runtime: {error}");
+            None
+        }
+    }
+}
+
+/// `check-children`: true when no child of an app the CRD accepts is refused.
+async fn check_children(args: CheckArgs) -> anyhow::Result<bool> {
+    use hellostateful_reconciler::dry_run::{self, Verdict};
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("reading {}", args.file.display()))?;
+    let apps = dry_run::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not HelloStateful YAML: {e}", args.file.display()))?;
+    let settings = Settings {
+        mover_image: concat!("hellostateful-reconciler:", env!("CARGO_PKG_VERSION")).into(),
+        backup_roots: hellostateful_reconciler::location::parse_roots(&args.backup_roots)?,
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the API server")?;
+    let mut agreed = true;
+    for app in apps {
+        let name = app.metadata.name.clone().unwrap_or_default();
+        let verdict = dry_run::check(&client, &args.namespace, app, &settings)
+            .await
+            .with_context(|| format!("dry-running {name}"))?;
+        agreed &= !matches!(verdict, Verdict::ChildRefused { .. });
+        println!("{}", dry_run::line(&name, &verdict));
+    }
+    Ok(agreed)
 }
 
 fn init_logging(json: bool) {
