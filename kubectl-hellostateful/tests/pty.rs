@@ -234,3 +234,53 @@ fn a_missing_app_fails_with_exit_code_1_and_a_red_error_on_a_terminal() {
         spawn_command(command(&api.kubeconfig, &["get", "--bogus"]), Some(15_000)).expect("spawn");
     assert_eq!(exit_code(session), 2);
 }
+
+#[test]
+fn status_get_and_version_on_a_terminal_say_the_same_as_without_one() {
+    let api = FakeApi::start(Behaviour {
+        crd: true,
+        ack_phase: None,
+    });
+    // status: the report, bold headings on a terminal.
+    let mut session = spawn_command(
+        coloured(&api.kubeconfig, &["status", "hello"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    let before = session.exp_string("Conditions:").expect("the conditions");
+    assert!(
+        before.contains("hello") && before.contains("\u{1b}[1m"),
+        "a bold report: {before:?}"
+    );
+    assert_eq!(exit_code(session), 0);
+    // get -o json: plain JSON even on a terminal, so that it can be copied or piped.
+    let mut session = spawn_command(
+        coloured(&api.kubeconfig, &["get", "hello", "-o", "json"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    let json = session
+        .exp_string("\"kind\": \"HelloStateful\"")
+        .expect("JSON");
+    assert!(!json.contains('\u{1b}'), "colour codes in JSON: {json:?}");
+    assert_eq!(exit_code(session), 0);
+    // version: the plugin, the API server and the reconciler's image.
+    let mut session =
+        spawn_command(command(&api.kubeconfig, &["version"]), Some(15_000)).expect("spawn");
+    session
+        .exp_string(
+            "Reconciler: 0.1.0 (image hellostateful-reconciler:0.1.0), available (1/1 pods)",
+        )
+        .expect("the reconciler");
+    assert_eq!(exit_code(session), 0);
+    // -o where it means nothing is refused, on a terminal too.
+    let mut session = spawn_command(
+        command(&api.kubeconfig, &["logs", "hello", "-o", "json"]),
+        Some(15_000),
+    )
+    .expect("spawn");
+    session
+        .exp_string("-o json means nothing for this command")
+        .expect("the refusal");
+    assert_eq!(exit_code(session), 1);
+}

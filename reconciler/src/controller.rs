@@ -913,6 +913,12 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
     let desired = children::statefulset(app, replicas, statefulset.as_ref(), record.as_deref())?;
     pass.apply(&desired, statefulset.as_ref()).await?;
+    let recorded = statefulset
+        .as_ref()
+        .is_some_and(|sts| sts.annotations().contains_key(names::INITIAL_RESTORE));
+    if recorded && spec.restore_from.is_some() {
+        release_source_claim(pass, &jobs).await?;
+    }
     if let Some(outcome) = &initial_outcome
         && !gate.in_progress
     {
@@ -1396,6 +1402,10 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
         None | Some(JobState::Failed(_))
             if retrying.is_none() && first_failed && already_failed =>
         {
+            if requested.is_some() {
+                // Reported by an earlier pass: the source's claim is released.
+                release_source_claim(pass, jobs).await?;
+            }
             Ok(InitialRestore::Wait(Action::await_change()))
         }
         None => {
@@ -1462,6 +1472,11 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
             acknowledge(pass, RequestPhase::Succeeded, &outcome.message());
             Ok(InitialRestore::Done(outcome))
         }
+        Some(JobState::Failed(_)) if already_failed && requested.is_some() => {
+            // Reported by an earlier pass: the source's claim is released.
+            release_source_claim(pass, jobs).await?;
+            Ok(InitialRestore::Wait(Action::await_change()))
+        }
         Some(JobState::Failed(reason)) => {
             let message = pass.failure_message(&job_name, reason).await?;
             let instead = match requested {
@@ -1490,6 +1505,24 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
             Ok(InitialRestore::Wait(Action::await_change()))
         }
     }
+}
+
+/// Deletes the finished Jobs of a restore from another app's backups once their outcome is
+/// recorded (on the StatefulSet, or as a reported failure): their pods mount that app's
+/// backup claim, and a claim used by any pod, even a completed one, cannot be deleted, so
+/// `delete --delete-backups` of that app would hang until their TTL.
+async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+    let api = pass.api::<Job>();
+    for job in jobs.iter().filter(|job| {
+        is_initial_attempt(job, &pass.app.uid)
+            && job.metadata.deletion_timestamp.is_none()
+            && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
+    }) {
+        api.delete(&job.name_any(), &DeleteParams::background())
+            .await?;
+        pass.ctx.metrics.writes.inc();
+    }
+    Ok(())
 }
 
 /// Why the backups of app `source` (`spec.restoreFrom`) cannot be read, if they cannot:

@@ -1270,3 +1270,62 @@ async fn turning_the_restore_off_after_it_failed_starts_the_app_on_empty_volumes
     assert_eq!(condition(&status, "Restoring")["reason"], "NotRestored");
     assert_eq!(status["isRestored"], false);
 }
+
+/// The restore Job of an app created from another app's backup, finished as `status`.
+fn restore_from_old_job(status: Value) -> (HelloStateful, String, Value) {
+    let job = names::initial_restore_job("hello", "uid-1", None);
+    let spec = json!({"replicas": 1, "restoreFrom": {"name": "old"}});
+    let failed = json!({"conditions": [{"type": "Restoring", "status": "False", "reason": "RestoreFailed",
+        "message": "m", "lastTransitionTime": "2026-11-29T12:00:00Z"}]});
+    let app_status = if status["conditions"][0]["type"] == "Failed" {
+        failed
+    } else {
+        json!({})
+    };
+    let app = app(spec, json!({}), app_status);
+    let body = restore_job_with(&job, "created", status);
+    (app, job, body)
+}
+
+#[tokio::test]
+async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_recorded() {
+    let done = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    let (app, job, body) = restore_from_old_job(done);
+    let app_ref = AppRef::new(&app).expect("app");
+    let mut sts = value(
+        &children::statefulset(&app_ref, 1, None, Some("restored 20261129T150102Z of old"))
+            .expect("sts"),
+    );
+    sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    let (result, seen) = running(&app, 1)
+        .on("GET", STS, sts)
+        .on("GET", JOBS, list(vec![body]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.path == format!("{JOBS}/{job}")),
+        "the Job holding old's backup claim is deleted: {:?}",
+        writes(&seen)
+    );
+}
+
+#[tokio::test]
+async fn a_reported_failed_restore_from_another_app_releases_its_backup_claim() {
+    let failed = json!({"conditions": [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]});
+    let (app, job, body) = restore_from_old_job(failed);
+    let (result, seen) = running(&app, 1)
+        .without("GET", STS)
+        .on("GET", JOBS, list(vec![body]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.path == format!("{JOBS}/{job}")),
+        "{:?}",
+        writes(&seen)
+    );
+    assert_eq!(statefulset_replicas(&seen), None, "and the app still waits");
+}
