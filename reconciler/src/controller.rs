@@ -1511,6 +1511,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
 /// recorded (on the StatefulSet, or as a reported failure): their pods mount that app's
 /// backup claim, and a claim used by any pod, even a completed one, cannot be deleted, so
 /// `delete --delete-backups` of that app would hang until their TTL.
+/// Best effort: the app runs whether or not this works (its TTL removes the Job later).
 async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
     let api = pass.api::<Job>();
     for job in jobs.iter().filter(|job| {
@@ -1518,9 +1519,17 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), E
             && job.metadata.deletion_timestamp.is_none()
             && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
     }) {
-        api.delete(&job.name_any(), &DeleteParams::background())
-            .await?;
-        pass.ctx.metrics.writes.inc();
+        let name = job.name_any();
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {
+                pass.ctx.metrics.writes.inc();
+            }
+            Err(error) => warn!(
+                app = %pass.app.name,
+                "cannot delete the finished restore Job {name}: {}; it holds the source app's backup claim until its TTL",
+                Error::Kube(error).user_message()
+            ),
+        }
     }
     Ok(())
 }
