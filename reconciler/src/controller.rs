@@ -1507,26 +1507,32 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
     }
 }
 
-/// Deletes the finished Jobs of a restore from another app's backups once their outcome is
+/// Ends the finished Jobs of a restore from another app's backups once their outcome is
 /// recorded (on the StatefulSet, or as a reported failure): their pods mount that app's
 /// backup claim, and a claim used by any pod, even a completed one, cannot be deleted, so
-/// `delete --delete-backups` of that app would hang until their TTL.
-/// Best effort: the app runs whether or not this works (its TTL removes the Job later).
+/// `delete --delete-backups` of that app would hang until their TTL. Their TTL is set to
+/// zero, so that the TTL controller deletes them and their pods now (the reconciler may
+/// patch Jobs, never delete them). Best effort: the app runs whether or not this works.
 async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
     let api = pass.api::<Job>();
+    let now = json!({"spec": {"ttlSecondsAfterFinished": 0}});
     for job in jobs.iter().filter(|job| {
         is_initial_attempt(job, &pass.app.uid)
             && job.metadata.deletion_timestamp.is_none()
+            && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
             && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
     }) {
         let name = job.name_any();
-        match api.delete(&name, &DeleteParams::background()).await {
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&now))
+            .await
+        {
             Ok(_) => {
                 pass.ctx.metrics.writes.inc();
             }
             Err(error) => warn!(
                 app = %pass.app.name,
-                "cannot delete the finished restore Job {name}: {}; it holds the source app's backup claim until its TTL",
+                "cannot end the finished restore Job {name}: {}; it holds the source app's backup claim until its TTL",
                 Error::Kube(error).user_message()
             ),
         }

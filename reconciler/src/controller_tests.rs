@@ -1304,9 +1304,10 @@ async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_reco
         .await;
     assert_eq!(result, Ok(()));
     assert!(
-        seen.iter()
-            .any(|s| s.method == "DELETE" && s.path == format!("{JOBS}/{job}")),
-        "the Job holding old's backup claim is deleted: {:?}",
+        seen.iter().any(|s| s.method == "PATCH"
+            && s.path == format!("{JOBS}/{job}")
+            && s.body["spec"]["ttlSecondsAfterFinished"] == 0),
+        "the Job holding old's backup claim ends now: {:?}",
         writes(&seen)
     );
 }
@@ -1322,8 +1323,9 @@ async fn a_reported_failed_restore_from_another_app_releases_its_backup_claim() 
         .await;
     assert_eq!(result, Ok(()));
     assert!(
-        seen.iter()
-            .any(|s| s.method == "DELETE" && s.path == format!("{JOBS}/{job}")),
+        seen.iter().any(|s| s.method == "PATCH"
+            && s.path == format!("{JOBS}/{job}")
+            && s.body["spec"]["ttlSecondsAfterFinished"] == 0),
         "{:?}",
         writes(&seen)
     );
