@@ -410,6 +410,19 @@ pub enum MoverTask {
 }
 
 impl MoverTask {
+    /// The restore before the app's first start: `spec.restoreFrom`'s backup (which must
+    /// exist), else the newest of the app's own, if any (restoreFromExisting).
+    pub fn initial_restore(app: &AppRef) -> Self {
+        let requested = app.app.spec.restore_from.as_ref();
+        MoverTask::Restore {
+            from: requested.map_or("latest", |from| from.snapshot()).into(),
+            if_exists: requested.is_none(),
+            source: requested
+                .map(|from| from.name.clone())
+                .filter(|name| *name != app.name),
+        }
+    }
+
     fn component(&self) -> Component {
         match self {
             MoverTask::Backup => Component::Backup,

@@ -1431,12 +1431,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
                 // The claim may yet be made or bound: look again now and then.
                 return Ok(InitialRestore::Wait(Action::requeue(RESYNC)));
             }
-            let task = MoverTask::Restore {
-                from: requested.map_or("latest", |from| from.snapshot()).into(),
-                // Only restoreFromExisting may find nothing and start empty.
-                if_exists: requested.is_none(),
-                source: source.clone(),
-            };
+            let task = MoverTask::initial_restore(app);
             pass.start_job(&job_name, &task, INITIAL_RESTORE_ACTION)
                 .await?;
             let message = initial_restore_running(pass, &job_name);

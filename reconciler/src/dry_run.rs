@@ -138,15 +138,7 @@ impl Children<'_> {
                 children::cronjob(app, schedule, location, settings)
             );
         }
-        let restore = MoverTask::Restore {
-            from: spec
-                .restore_from
-                .as_ref()
-                .map_or("latest", |from| from.snapshot())
-                .to_string(),
-            if_exists: spec.restore_from.is_none(),
-            source: spec.restore_from.as_ref().map(|from| from.name.clone()),
-        };
+        let restore = MoverTask::initial_restore(app);
         let tasks = [
             ("backup", MoverTask::Backup),
             ("restore", restore),
