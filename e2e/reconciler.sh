@@ -79,6 +79,23 @@ test_schedule_changes_reach_the_cronjob() {
   wait_for "replicas back to 2" 30 bash -c "[[ \$(kubectl -n '$NS' get statefulset '$APP' -o jsonpath='{.spec.replicas}') == 2 ]]"
 }
 
+# Scaling down keeps the removed replica's volume with its data, and says so; scaling up
+# again brings the replica back on it.
+test_scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it() {
+  local log lines
+  log=$(host_log "$NS" "$APP" 1)
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"replicas":1}}' >/dev/null
+  wait_for "StorageApplied=False (volume kept)" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.conditions[?(@.type==\"StorageApplied\")].reason}') == RemovedReplicasVolumesKept ]]"
+  status_contains "$NS" "$APP" '{.status.conditions[?(@.type=="StorageApplied")].message}' "PersistentVolumeClaims data-$APP-1"
+  has_event "$NS" RemovedReplicasVolumesKept
+  wait_for "replica 1 stopped" 60 bash -c "! kubectl -n '$NS' get pod '$APP-1' >/dev/null 2>&1"
+  kubectl -n "$NS" get pvc "data-$APP-1" >/dev/null
+  lines=$(wc -l <"$log")
+  kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"replicas":2}}' >/dev/null
+  wait_for "StorageApplied=True" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.conditions[?(@.type==\"StorageApplied\")].status}') == True ]]"
+  wait_for "replica 1 writes on after its old lines" 90 lines_at_least "$log" $((lines + 1))
+}
+
 # What the CRD accepts, the API server accepts for every child made of it: each spec of
 # e2e/children.yaml is dry-run created, and so is every child of those the CRD accepts.
 test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts() {
@@ -156,6 +173,7 @@ run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
 run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
 run_test a_storage_size_change_is_reported_not_claimed_applied test_a_storage_size_change_is_reported_not_claimed_applied
 run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cronjob
+run_test scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it test_scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it
 run_test the_api_server_accepts_the_children_of_whatever_the_crd_accepts test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups

@@ -329,7 +329,7 @@ test_reconciler_has_least_privilege() {
     "create namespaces" "patch namespaces" "patch configmaps" "patch validatingadmissionpolicies"; do
     [[ $(kubectl auth can-i $denied -A --as="$sa" 2>/dev/null) == no ]] || { echo "reconciler may $denied"; return 1; }
   done
-  for allowed in "patch statefulsets" "create jobs" "patch jobs" "list pods" "patch persistentvolumes" "get namespaces" "delete persistentvolumeclaims" "list events"; do
+  for allowed in "patch statefulsets" "create jobs" "patch jobs" "list pods" "patch persistentvolumes" "watch namespaces" "watch statefulsets" "delete persistentvolumeclaims" "list events"; do
     [[ $(kubectl auth can-i $allowed -A --as="$sa" 2>/dev/null) == yes ]] || { echo "reconciler may not $allowed"; return 1; }
   done
   # The reconciler itself runs as non-root without capabilities.

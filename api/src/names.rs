@@ -117,6 +117,16 @@ pub fn claim(name: &str, ordinal: i32) -> String {
     format!("{DATA_VOLUME}-{name}-{ordinal}")
 }
 
+/// The ordinal of claim `claim` of app `name`, if it is one of that app's data claims.
+pub fn claim_ordinal(name: &str, claim: &str) -> Option<i32> {
+    let ordinal = claim.strip_prefix(&format!("{DATA_VOLUME}-{name}-"))?;
+    // Only the canonical form: `data-hello-01` is not a claim the StatefulSet would make.
+    ordinal
+        .parse()
+        .ok()
+        .filter(|n: &i32| *n >= 0 && n.to_string() == ordinal)
+}
+
 /// The static PersistentVolume of replica `ordinal`: cluster-scoped, so it carries the
 /// namespace. Namespaces and names are DNS labels, which hold no `.`, so the join cannot
 /// collide (`team-a/db` and `team/a-db` differ, where a `-` join would not).
@@ -202,6 +212,15 @@ pub fn short_hash(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claims_ordinal_is_read_back_only_from_the_name_the_statefulset_gives_it() {
+        assert_eq!(claim_ordinal("hello", &claim("hello", 3)), Some(3));
+        assert_eq!(claim_ordinal("hello", "data-hello-2-0"), None);
+        assert_eq!(claim_ordinal("hello", "data-hello-01"), None);
+        assert_eq!(claim_ordinal("hello", "data-hello--1"), None);
+        assert_eq!(claim_ordinal("hello", "backups-hello"), None);
+    }
 
     #[test]
     fn child_names_fit_their_limits_for_the_longest_name() {

@@ -46,6 +46,14 @@ impl<'a> Conditions<'a> {
             .map(|c| c.reason.as_str())
     }
 
+    /// The message of condition `kind`, if present.
+    pub fn message(&self, kind: &str) -> Option<&str> {
+        self.list
+            .iter()
+            .find(|c| c.type_ == kind)
+            .map(|c| c.message.as_str())
+    }
+
     /// Whether condition `kind` is present.
     pub fn has(&self, kind: &str) -> bool {
         self.list.iter().any(|c| c.type_ == kind)

@@ -16,9 +16,7 @@ use hellostateful_api::{
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
-};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -33,6 +31,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::cache::{Cache, Writers};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
@@ -80,10 +79,16 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// With leader election: whether this replica holds the Lease now.
     leadership: Option<Leadership>,
+    /// The children as the watches last saw them.
+    pub cache: Cache,
+    /// Per app uid, the resourceVersion of the app as this replica last knew it (after its
+    /// own status write, or as read): a cached app at another version may predate a status
+    /// write of ours, and is read again before status is built on it.
+    known_versions: Mutex<HashMap<String, String>>,
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings) -> Self {
+    pub fn new(client: Client, metrics: Arc<Metrics>, settings: Settings, cache: Cache) -> Self {
         let reporter = Reporter {
             controller: names::FIELD_MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -95,6 +100,8 @@ impl Context {
             settings,
             failures: Mutex::default(),
             leadership: None,
+            cache,
+            known_versions: Mutex::default(),
         }
     }
 
@@ -106,14 +113,25 @@ impl Context {
         }
     }
 
+    /// Records the version of `app` a pass ended with (`None`: forget the app).
+    fn remember_version(&self, app: &HelloStateful, version: Option<String>) {
+        let (Some(uid), Ok(mut versions)) = (app.uid(), self.known_versions.lock()) else {
+            return;
+        };
+        match version {
+            Some(version) => versions.insert(uid, version),
+            None => versions.remove(&uid),
+        };
+    }
+
     /// Whether this replica may act: always without leader election.
     fn leads(&self) -> bool {
         self.leadership.as_ref().is_none_or(Leadership::is_held)
     }
 }
 
-/// Runs the controller until a shutdown signal; `ready` is called once it watches.
-pub async fn run(ctx: Arc<Context>) {
+/// Runs the controller until a shutdown signal, filling `ctx.cache` through `writers`.
+pub async fn run(ctx: Arc<Context>, writers: Writers) {
     let client = ctx.client.clone();
     let apps = Api::<HelloStateful>::all(client.clone());
     let managed = WatcherConfig::default()
@@ -137,25 +155,32 @@ pub async fn run(ctx: Arc<Context>) {
             .combine(predicates::finalizers::<HelloStateful>),
         Default::default(),
     );
+    let watches = writers.watch(&client, &managed);
     Controller::for_stream(trigger, reader)
         // A bounded number of passes at once keeps memory flat when every app is due at
         // the same moment (start-up, resync) without slowing a steady trickle.
         .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
-        .owns_stream(watch::metadata::<StatefulSet>(&client, &managed))
-        .owns_stream(watch::metadata::<Service>(&client, &managed))
-        .owns_stream(watch::metadata::<PersistentVolumeClaim>(&client, &managed))
-        .owns_stream(watch::metadata::<CronJob>(&client, &managed))
+        .owns_stream(watches.statefulsets)
+        .owns_stream(watches.services)
+        .owns_stream(watches.claims)
+        .owns_stream(watches.cronjobs)
         // Jobs made by the CronJob are owned by it, not by the app: map them by label.
-        .watches_stream(watch::metadata::<Job>(&client, &managed), app_of_labelled)
-        .watches_stream(
-            watch::metadata::<PersistentVolume>(&client, &managed),
-            app_of_labelled,
-        )
+        .watches_stream(watches.jobs, app_of_labelled)
+        .watches_stream(watches.volumes, app_of_labelled)
+        // Namespaces and nodes only fill their stores (a namespace's uid guards its
+        // node-directory backups; nodes are where data may go).
+        .watches_stream(watches.namespaces, |_| None)
+        .watches_stream(watches.nodes, |_| None)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
-            if let Err(error) = result {
-                warn!(%error, "reconcile failed");
+            match result {
+                // A child's event after its app is gone (deleted with it): nothing to do.
+                Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
+                    debug!(%error, "no app for this event");
+                }
+                Err(error) => warn!(%error, "reconcile failed"),
+                Ok(_) => {}
             }
         })
         .await;
@@ -185,14 +210,22 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
         .namespace()
         .ok_or(Error::MissingField("metadata.namespace"))?;
     let api = Api::<HelloStateful>::namespaced(ctx.client.clone(), &namespace);
-    let pass = finalizer(&api, names::FINALIZER, app.clone(), |event| async {
-        match event {
-            Finalizer::Apply(app) => apply(app, ctx.clone()).await,
-            Finalizer::Cleanup(app) => cleanup(app, ctx.clone()).await,
-        }
-    });
+    let pass = async {
+        ctx.cache
+            .ready()
+            .await
+            .map_err(|_| Error::Waiting("the reconciler's watches stopped".into()))?;
+        finalizer(&api, names::FINALIZER, app.clone(), |event| async {
+            match event {
+                Finalizer::Apply(app) => apply(app, ctx.clone()).await,
+                Finalizer::Cleanup(app) => cleanup(app, ctx.clone()).await,
+            }
+        })
+        .await
+        .map_err(|error| Error::Finalizer(Box::new(error)))
+    };
     let result = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
-        Ok(result) => result.map_err(|error| Error::Finalizer(Box::new(error))),
+        Ok(result) => result,
         Err(_) => Err(Error::Waiting(format!(
             "the reconcile pass took longer than {}s",
             PASS_TIMEOUT.as_secs()
@@ -266,7 +299,9 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
         )
         .await;
     }
-    write_status(ctx, app, &old, status).await
+    let version = write_status(ctx, app, &old, status).await?;
+    ctx.remember_version(app, version);
+    Ok(())
 }
 
 /// Deletion: stop the app, wipe its live data (so that nothing of it survives for the next
@@ -315,6 +350,7 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
     let note = format!("volumes released; {}", notes.join("; "));
     info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
     publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
+    ctx.remember_version(&app, None);
     Ok(Action::await_change())
 }
 
@@ -693,11 +729,7 @@ struct RestoreGate {
 }
 
 async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
-    // The watch cache can lag behind the status the previous pass wrote; building on a
-    // stale status would write old conditions back. Status is derived from a fresh read.
-    let api =
-        Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
-    let app = api.get(&app.name_any()).await?;
+    let app = current(&app, &ctx).await?;
     let app_ref = AppRef::new(&app)?;
     let old = app.status.clone().unwrap_or_default();
     let mut pass = Pass {
@@ -711,7 +743,8 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     let action = converge(&mut pass).await;
     let Pass { status, notes, .. } = pass;
     // Status first: an event must never claim what status does not yet say.
-    write_status(&ctx, &app, &old, status).await?;
+    let version = write_status(&ctx, &app, &old, status).await?;
+    ctx.remember_version(&app, version);
     for note in notes {
         publish(
             &ctx,
@@ -724,6 +757,25 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         .await;
     }
     action
+}
+
+/// The app to build this pass on. The cached copy lags a moment behind the API server, and
+/// building status on a copy older than this replica's own last status write would write
+/// old conditions back: a copy at any other version than the one last known is read again.
+/// At rest the versions agree and nothing is read.
+async fn current(app: &HelloStateful, ctx: &Context) -> Result<HelloStateful, Error> {
+    let uid = app.uid().unwrap_or_default();
+    let known = ctx
+        .known_versions
+        .lock()
+        .ok()
+        .and_then(|versions| versions.get(&uid).cloned());
+    if known.is_none() || known == app.resource_version() {
+        return Ok(app.clone());
+    }
+    let api =
+        Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    Ok(api.get(&app.name_any()).await?)
 }
 
 async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
@@ -761,13 +813,13 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     pass.location = Some(location.clone());
 
     // Storage: static volumes pinned to the node that holds the data, then the claims.
-    let claims = pass.api::<PersistentVolumeClaim>();
-    let mut observed_claims = Vec::new();
-    for ordinal in app.ordinals() {
-        observed_claims.push(claims.get_opt(&names::claim(&app.name, ordinal)).await?);
-    }
+    let cache = &pass.ctx.cache;
+    let observed_claims: Vec<_> = app
+        .ordinals()
+        .map(|ordinal| cache.claim(&app.namespace, &names::claim(&app.name, ordinal)))
+        .collect();
     let node = if spec.storage_class().is_none() {
-        let volumes = app_volumes(pass.ctx, app).await?;
+        let volumes = cache.data_volumes(&app.namespace, &app.name);
         let node = match data_node(pass, &volumes).await? {
             Ok(node) => node,
             Err(why) => return no_node(pass, why),
@@ -848,26 +900,11 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     pass.status.backend_volumes = app.claims();
 
-    // The reads a pass needs, at once: each is a round trip to the API server.
-    let selector = format!(
-        "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
-        app.name,
-        names::FIELD_MANAGER
-    );
-    let (service_api, job_api, statefulset_api) = (
-        pass.api::<Service>(),
-        pass.api::<Job>(),
-        pass.api::<StatefulSet>(),
-    );
     let name = names::statefulset(&app.name);
-    let job_params = ListParams::default().labels(&selector);
-    let (service, jobs, statefulset) = tokio::try_join!(
-        service_api.get_opt(&name),
-        job_api.list(&job_params),
-        statefulset_api.get_opt(&name),
-    )?;
-    let jobs = jobs.items;
-    pass.apply(&children::service(app)?, service.as_ref())
+    let service = cache.service(&app.namespace, &name);
+    let statefulset = cache.statefulset(&app.namespace, &name);
+    let jobs = mover_jobs(pass, statefulset.is_some()).await?;
+    pass.apply(&children::service(app)?, service.as_deref())
         .await?;
     stop_stuck_jobs(pass, &jobs).await?;
 
@@ -911,8 +948,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         report_storage_drift(pass, existing);
     }
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
-    let desired = children::statefulset(app, replicas, statefulset.as_ref(), record.as_deref())?;
-    pass.apply(&desired, statefulset.as_ref()).await?;
+    let desired = children::statefulset(app, replicas, statefulset.as_deref(), record.as_deref())?;
+    pass.apply(&desired, statefulset.as_deref()).await?;
     let recorded = statefulset
         .as_ref()
         .is_some_and(|sts| sts.annotations().contains_key(names::INITIAL_RESTORE));
@@ -1007,6 +1044,47 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     Ok(Action::requeue(if busy { WAIT } else { RESYNC }))
 }
 
+/// The app's mover Jobs. From the cache, except while a restore may be starting or running
+/// (a first restore before the StatefulSet exists, a request, or status says so): a Job
+/// created a moment ago may not be cached yet, and missing it would start the app while the
+/// mover writes its volumes.
+async fn mover_jobs(pass: &mut Pass<'_>, has_statefulset: bool) -> Result<Vec<Arc<Job>>, Error> {
+    let app = pass.app;
+    let spec = &app.app.spec;
+    let first_restore =
+        !has_statefulset && (spec.restore_from_existing || spec.restore_from.is_some());
+    let restore_requested = pass
+        .status
+        .restore_request
+        .as_ref()
+        .is_some_and(|request| !request.phase.is_final());
+    let new_request = matches!(
+        pending_token(
+            app.app,
+            names::RESTORE_REQUESTED,
+            pass.status.restore_request.as_ref()
+        ),
+        Ok(Some(_))
+    );
+    let may_restore = first_restore
+        || new_request
+        || restore_requested
+        || pass.conditions().is_true(conditions::RESTORING);
+    if !may_restore {
+        return Ok(pass.ctx.cache.jobs(&app.namespace, &app.name));
+    }
+    let selector = format!(
+        "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
+        app.name,
+        names::FIELD_MANAGER
+    );
+    let jobs = pass
+        .api::<Job>()
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    Ok(jobs.items.into_iter().map(Arc::new).collect())
+}
+
 fn no_node(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
     pass.conditions()
         .set(conditions::READY, false, "NoNode", &message);
@@ -1027,15 +1105,17 @@ async fn backup_storage(
     let volume_name = names::backup_volume(&app.namespace, &app.name);
     let claim_name = names::backup_claim(&app.name);
     let path = names::backup_host_path(root, &app.namespace, &app.name);
-    let namespace_uid = Api::<Namespace>::all(client)
-        .get(&app.namespace)
-        .await?
-        .uid()
-        .unwrap_or_default();
-    let (volume, claim) = tokio::try_join!(
-        volume_api.get_opt(&volume_name),
-        claim_api.get_opt(&claim_name)
-    )?;
+    let namespace_uid = match pass.ctx.cache.namespace_uid(&app.namespace) {
+        Some(uid) => uid,
+        // A namespace made a moment ago may not be cached yet.
+        None => Api::<Namespace>::all(client)
+            .get(&app.namespace)
+            .await?
+            .uid()
+            .unwrap_or_default(),
+    };
+    let volume = pass.ctx.cache.volume(&volume_name);
+    let claim = pass.ctx.cache.claim(&app.namespace, &claim_name);
     match volume {
         None => {
             let desired = children::backup_volume(app, root, node, &namespace_uid)?;
@@ -1132,7 +1212,7 @@ async fn backup_storage(
 /// Stops every mover Job whose pod cannot start, so that nothing waits on it forever (a
 /// restore holding the app at 0 replicas, backups piling up): the Job fails with the pod's
 /// own reason, which the next pass reports as the request's outcome.
-async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let now = k8s_openapi::jiff::Timestamp::now();
     let patience = k8s_openapi::jiff::SignedDuration::try_from(START_PATIENCE)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
@@ -1176,27 +1256,58 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error>
 }
 
 /// Says whether the volumes are as the spec asks: a size or class changed after they were
-/// made is reported (condition StorageApplied and an event), not silently ignored.
+/// made, and the volumes of replicas the spec no longer has (kept with their data, as the
+/// StatefulSet keeps them), are reported (condition StorageApplied and an event), not
+/// silently taken as applied.
 fn report_storage_drift(pass: &mut Pass<'_>, existing: &StatefulSet) {
-    match children::storage_drift(pass.app, existing) {
-        Some(message) => {
-            if pass.conditions().set(
-                conditions::STORAGE_APPLIED,
-                false,
-                "StorageImmutable",
-                &message,
-            ) {
-                pass.note(EventType::Warning, "StorageImmutable", "Apply", message);
-            }
-        }
-        None => {
+    let app = pass.app;
+    let mut kept: Vec<(i32, String)> = pass
+        .ctx
+        .cache
+        .data_claims(&app.namespace, &app.name)
+        .into_iter()
+        .filter_map(|claim| Some((names::claim_ordinal(&app.name, &claim)?, claim)))
+        .filter(|(ordinal, _)| *ordinal >= app.app.spec.replicas)
+        .collect();
+    kept.sort();
+    let kept = (!kept.is_empty()).then(|| {
+        let claims: Vec<_> = kept.into_iter().map(|(_, claim)| claim).collect();
+        format!(
+            "spec.replicas is {}: the volumes of the removed replicas are kept with their data (PersistentVolumeClaims {}); scaling up again brings those replicas back on them, and deleting the app releases them",
+            app.app.spec.replicas,
+            claims.join(", ")
+        )
+    });
+    let (reason, message) = match (children::storage_drift(app, existing), kept) {
+        (Some(drift), kept) => (
+            "StorageImmutable",
+            [Some(drift), kept]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        (None, Some(kept)) => ("RemovedReplicasVolumesKept", kept),
+        (None, None) => {
             pass.conditions().set(
                 conditions::STORAGE_APPLIED,
                 true,
                 "Applied",
                 "the volumes have the size and class the spec asks for",
             );
+            return;
         }
+    };
+    if pass
+        .conditions()
+        .set(conditions::STORAGE_APPLIED, false, reason, &message)
+    {
+        // Kept volumes are how StatefulSets work, not a mistake in the spec.
+        let kind = match reason {
+            "StorageImmutable" => EventType::Warning,
+            _ => EventType::Normal,
+        };
+        pass.note(kind, reason, "Apply", message);
     }
 }
 
@@ -1235,23 +1346,23 @@ fn component(job: &Job) -> Option<Component> {
 /// why no node can.
 async fn data_node(
     pass: &Pass<'_>,
-    volumes: &[PersistentVolume],
+    volumes: &[Arc<PersistentVolume>],
 ) -> Result<Result<String, String>, Error> {
-    if let Some(node) = volumes.iter().find_map(children::volume_node) {
+    if let Some(node) = volumes
+        .iter()
+        .find_map(|volume| children::volume_node(volume))
+    {
         return Ok(Ok(node));
     }
     if let Some(node) = &pass.status.node_name {
         return Ok(Ok(node.clone()));
     }
-    if let Some(node) = restore_node(pass).await? {
+    if let Some(node) = restore_node(pass) {
         return Ok(Ok(node));
     }
-    let nodes = Api::<Node>::all(pass.ctx.client.clone())
-        .list(&ListParams::default())
-        .await?;
     let spec = &pass.app.app.spec;
     Ok(placement::choose(
-        &nodes.items,
+        &pass.ctx.cache.nodes(),
         &spec.node_selector.clone().unwrap_or_default(),
         spec.tolerations.as_deref().unwrap_or_default(),
     ))
@@ -1260,30 +1371,26 @@ async fn data_node(
 /// The node that holds the backups a new app restores (its own, or `spec.restoreFrom`'s),
 /// when they are in a node directory: the data must be made there for the restore Job to
 /// mount both. Found through the backup claim, which binds only that app's directory.
-async fn restore_node(pass: &Pass<'_>) -> Result<Option<String>, Error> {
+fn restore_node(pass: &Pass<'_>) -> Option<String> {
     let spec = &pass.app.app.spec;
     let owner = match &spec.restore_from {
         Some(from) => &from.name,
         None if spec.restore_from_existing => &pass.app.name,
-        None => return Ok(None),
+        None => return None,
     };
     if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
-        return Ok(None);
+        return None;
     }
-    let claim = pass
-        .api::<PersistentVolumeClaim>()
-        .get_opt(&names::backup_claim(owner))
-        .await?;
+    let cache = &pass.ctx.cache;
+    let claim = cache.claim(&pass.app.namespace, &names::backup_claim(owner));
     // Only a Bound claim's volumeName is the volume's: a tenant may write any name there.
     let bound =
         claim.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
-    let Some(volume) = bound.and_then(|c| c.spec?.volume_name) else {
-        return Ok(None);
-    };
-    let volume = Api::<PersistentVolume>::all(pass.ctx.client.clone())
-        .get_opt(&volume)
-        .await?;
-    Ok(volume.as_ref().and_then(children::volume_node))
+    let volume = bound.and_then(|c| c.spec.as_ref()?.volume_name.clone())?;
+    cache
+        .volume(&volume)
+        .as_deref()
+        .and_then(children::volume_node)
 }
 
 /// How the restore before the app's first start ended, as recorded on its StatefulSet.
@@ -1357,7 +1464,7 @@ fn is_initial_attempt(job: &Job, uid: &str) -> bool {
 /// `restoreFromExisting` on creation: the restore Job runs to completion before the
 /// StatefulSet exists. After a failed attempt, a new restore-requested token (`kubectl
 /// hellostateful restore NAME`) starts another attempt in a Job of its own.
-async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRestore, Error> {
+async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<InitialRestore, Error> {
     let app = pass.app;
     // `spec.restoreFrom`: another app's backup, which must exist (the user asked for it).
     let requested = app.app.spec.restore_from.as_ref();
@@ -1396,7 +1503,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
             pass.status.restore_request = Some(request(token, phase, Some(&job_name), message));
         }
     };
-    let state = find(&job_name).map(jobs::state);
+    let state = find(&job_name).map(|job| jobs::state(job));
     match state {
         // A failure is reported once; only a new token starts another attempt.
         None | Some(JobState::Failed(_))
@@ -1508,7 +1615,7 @@ async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<InitialRes
 /// `delete --delete-backups` of that app would hang until their TTL. Their TTL is set to
 /// zero, so that the TTL controller deletes them and their pods now (the reconciler may
 /// patch Jobs, never delete them). Best effort: the app runs whether or not this works.
-async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let api = pass.api::<Job>();
     let now = json!({"spec": {"ttlSecondsAfterFinished": 0}});
     for job in jobs.iter().filter(|job| {
@@ -1634,7 +1741,7 @@ fn interrupted_mid_swap(request: &RequestStatus) -> bool {
 
 async fn on_demand_restore(
     pass: &mut Pass<'_>,
-    jobs: &[Job],
+    jobs: &[Arc<Job>],
     initialized: bool,
     gate: &mut RestoreGate,
 ) -> Result<i32, Error> {
@@ -1703,7 +1810,7 @@ async fn on_demand_restore(
     match jobs
         .iter()
         .find(|job| job.name_any() == job_name)
-        .map(jobs::state)
+        .map(|job| jobs::state(job))
     {
         Some(JobState::Running) => {
             gate.in_progress = true;
@@ -1798,13 +1905,24 @@ async fn on_demand_restore(
                     if_exists: false,
                     source: None,
                 };
+                // Its Job ran once already (status says so) and is gone: its TTL removed it
+                // before its outcome could be recorded (the reconciler was down that long).
+                // The app has stayed stopped; restoring the same backup again is safe and
+                // gives the one outcome that can be reported.
+                let lost = old.as_ref().is_some_and(|request| {
+                    request.token == token
+                        && request.phase == RequestPhase::Running
+                        && request.job.as_deref() == Some(job_name.as_str())
+                });
                 pass.start_job(&job_name, &task, "requested").await?;
-                pass.note(
-                    EventType::Normal,
-                    "RestoreStarted",
-                    "Restore",
-                    format!("restoring {from} with Job {job_name}; the app is stopped meanwhile"),
-                );
+                let started = if lost {
+                    format!(
+                        "restoring {from} again with Job {job_name}: the first run's Job was removed before its outcome was recorded; the app stays stopped meanwhile"
+                    )
+                } else {
+                    format!("restoring {from} with Job {job_name}; the app is stopped meanwhile")
+                };
+                pass.note(EventType::Normal, "RestoreStarted", "Restore", started);
                 (
                     RequestPhase::Running,
                     format!("Job {job_name} restores {from}"),
@@ -1822,9 +1940,8 @@ async fn on_demand_restore(
 /// when the schedule is removed.
 async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Error> {
     let app = pass.app;
-    let api = pass.api::<CronJob>();
     let name = names::cronjob(&app.name);
-    let existing = api.get_opt(&name).await?;
+    let existing = pass.ctx.cache.cronjob(&app.namespace, &name);
     match &app.app.spec.backup_schedule {
         Some(schedule) => {
             let location = pass
@@ -1835,11 +1952,13 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
             if restoring && let Some(spec) = desired.spec.as_mut() {
                 spec.suspend = Some(true);
             }
-            pass.apply(&desired, existing.as_ref()).await?;
+            pass.apply(&desired, existing.as_deref()).await?;
         }
         None => {
             if existing.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
-                api.delete(&name, &DeleteParams::background()).await?;
+                pass.api::<CronJob>()
+                    .delete(&name, &DeleteParams::background())
+                    .await?;
                 pass.ctx.metrics.writes.inc();
             }
         }
@@ -1848,7 +1967,11 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
 }
 
 /// An on-demand backup: one Job per token, acknowledged with the snapshot id.
-async fn on_demand_backup(pass: &mut Pass<'_>, jobs: &[Job], restoring: bool) -> Result<(), Error> {
+async fn on_demand_backup(
+    pass: &mut Pass<'_>,
+    jobs: &[Arc<Job>],
+    restoring: bool,
+) -> Result<(), Error> {
     let app = pass.app;
     let old = pass.status.backup_request.clone();
     let token = match pending_token(app.app, names::BACKUP_REQUESTED, old.as_ref()) {
@@ -1863,7 +1986,7 @@ async fn on_demand_backup(pass: &mut Pass<'_>, jobs: &[Job], restoring: bool) ->
     let status = match jobs
         .iter()
         .find(|job| job.name_any() == job_name)
-        .map(jobs::state)
+        .map(|job| jobs::state(job))
     {
         None if restoring => request(
             token,
@@ -1929,7 +2052,7 @@ async fn on_demand_backup(pass: &mut Pass<'_>, jobs: &[Job], restoring: bool) ->
 
 /// lastBackup and the BackupSucceeded / BackupFailed conditions, from the newest finished
 /// backup Job (scheduled or on demand), with an event and metrics once per Job.
-async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> {
+async fn record_backups(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let newest = jobs
         .iter()
         .filter(|job| component(job) == Some(Component::Backup))
@@ -1996,9 +2119,18 @@ async fn record_backups(pass: &mut Pass<'_>, jobs: &[Job]) -> Result<(), Error> 
             }
         }
         JobState::Failed(reason) => {
+            let prefix = format!("backup Job {job_name} failed: ");
+            let conditions = pass.conditions();
+            let reported = conditions.is_true(conditions::BACKUP_FAILED)
+                && conditions
+                    .message(conditions::BACKUP_FAILED)
+                    .is_some_and(|message| message.starts_with(&prefix));
+            if reported {
+                // Its pods' account is in status already: not read again on every pass.
+                return Ok(());
+            }
             let message = pass.failure_message(&job_name, reason).await?;
-            let message =
-                format!("backup Job {job_name} failed: {message}; earlier backups are intact");
+            let message = format!("{prefix}{message}; earlier backups are intact");
             pass.conditions().set(
                 conditions::BACKUP_SUCCEEDED,
                 false,
@@ -2036,15 +2168,16 @@ fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
     ))
 }
 
-/// Writes status by server-side apply, only when it changed.
+/// Writes status by server-side apply, only when it changed; returns the app's
+/// resourceVersion after the pass.
 async fn write_status(
     ctx: &Context,
     app: &HelloStateful,
     old: &HelloStatefulStatus,
     status: HelloStatefulStatus,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     if &status == old {
-        return Ok(());
+        return Ok(app.resource_version());
     }
     let api =
         Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
@@ -2053,13 +2186,14 @@ async fn write_status(
         "kind": HelloStateful::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        &app.name_any(),
-        &PatchParams::apply(names::FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &app.name_any(),
+            &PatchParams::apply(names::FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    Ok(written.resource_version())
 }
 
 async fn publish(

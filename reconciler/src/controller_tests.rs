@@ -11,7 +11,11 @@ use kube::client::Body;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+
 use super::{Context, reconcile};
+use crate::cache::Cache;
 use crate::children::{self, AppRef, Settings};
 use crate::leader::Leadership;
 use crate::location::BackupLocation;
@@ -74,8 +78,18 @@ impl Api {
     }
 
     /// Runs one reconcile pass of `app` against the canned answers.
-    async fn reconcile(mut self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
-        self = self.on("GET", APP, value(&app));
+    async fn reconcile(self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
+        let (mut results, seen) = self.passes(vec![app]).await;
+        (results.remove(0), seen)
+    }
+
+    /// Runs a reconcile pass over each of `apps` in turn, as the controller's cache would
+    /// hand them over, in one reconciler; the API server's own copy of the app is the last.
+    async fn passes(mut self, apps: Vec<HelloStateful>) -> (Vec<Result<(), String>>, Vec<Seen>) {
+        if let Some(last) = apps.last() {
+            self = self.on("GET", APP, value(last));
+        }
+        let cache = cache_of(&self.routes);
         let leadership = self.leadership.take();
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
@@ -140,18 +154,72 @@ impl Api {
         });
         let client = Client::new(service, "default");
         let metrics = Arc::new(Metrics::register(&mut Registry::default()));
-        let ctx = Context::new(client, metrics, settings());
+        let ctx = Context::new(client, metrics, settings(), cache);
         let ctx = Arc::new(match leadership {
             Some(leadership) => ctx.with_leadership(leadership),
             None => ctx,
         });
-        let result = reconcile(Arc::new(app), ctx)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string());
+        let mut results = Vec::new();
+        for app in apps {
+            let result = reconcile(Arc::new(app), ctx.clone()).await;
+            results.push(result.map(|_| ()).map_err(|e| e.to_string()));
+        }
+        drop(ctx);
         let seen = server.await.expect("mock server");
-        (result, seen)
+        (results, seen)
     }
+}
+
+/// The cache a pass reads, as the watches would have filled it: every object the canned
+/// GETs answer with, of the kinds the reconciler caches.
+fn cache_of(routes: &HashMap<String, Value>) -> Cache {
+    fn fill<K>(writer: &mut Writer<K>, objects: &[Value])
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
+    {
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for object in objects {
+            let object = serde_json::from_value(object.clone()).expect("a cached object");
+            writer.apply_watcher_event(&watcher::Event::InitApply(object));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+    let mut by_resource: HashMap<&str, Vec<Value>> = HashMap::new();
+    for (key, body) in routes {
+        let Some(path) = key.strip_prefix("GET ") else {
+            continue;
+        };
+        let segments: Vec<&str> = path.split('/').collect();
+        // /api/v1/RESOURCE…, /apis/GROUP/VERSION/RESOURCE…, then after namespaces/NS/.
+        let first = if segments[1] == "api" { 3 } else { 4 };
+        let (namespace, resource) = match segments.get(first..first + 3) {
+            Some(["namespaces", namespace, resource, ..]) => (Some(*namespace), *resource),
+            _ => (None, segments.get(first).copied().unwrap_or_default()),
+        };
+        let objects = match body.get("items") {
+            Some(items) => items.as_array().cloned().unwrap_or_default(),
+            None => vec![body.clone()],
+        };
+        for mut object in objects {
+            if let Some(namespace) = namespace
+                && object["metadata"]["namespace"].is_null()
+            {
+                object["metadata"]["namespace"] = json!(namespace);
+            }
+            by_resource.entry(resource).or_default().push(object);
+        }
+    }
+    let objects = |resource: &str| by_resource.get(resource).cloned().unwrap_or_default();
+    let (cache, mut writers) = Cache::new();
+    fill(&mut writers.statefulsets, &objects("statefulsets"));
+    fill(&mut writers.services, &objects("services"));
+    fill(&mut writers.claims, &objects("persistentvolumeclaims"));
+    fill(&mut writers.cronjobs, &objects("cronjobs"));
+    fill(&mut writers.jobs, &objects("jobs"));
+    fill(&mut writers.volumes, &objects("persistentvolumes"));
+    fill(&mut writers.namespaces, &objects("namespaces"));
+    fill(&mut writers.nodes, &objects("nodes"));
+    cache
 }
 
 fn app(spec: Value, annotations: Value, status: Value) -> HelloStateful {
@@ -317,6 +385,42 @@ async fn a_second_pass_over_an_unchanged_app_writes_nothing_at_all() {
 }
 
 #[tokio::test]
+async fn an_app_at_rest_is_reconciled_from_the_cache_without_a_single_request() {
+    let first = app(seed(), json!({}), json!({}));
+    let (_, seen) = running(&first, 1).reconcile(first.clone()).await;
+    let settled = app(seed(), json!({}), status_written(&seen));
+    let (result, seen) = running(&settled, 1).reconcile(settled).await;
+    assert_eq!(result, Ok(()));
+    assert!(seen.is_empty(), "{seen:#?}");
+}
+
+#[tokio::test]
+async fn a_cached_app_older_than_the_last_status_write_is_read_again() {
+    let mut new = app(seed(), json!({}), json!({}));
+    new.metadata.resource_version = Some("1".into());
+    let (_, seen) = running(&new, 1).reconcile(new.clone()).await;
+    let mut settled = app(seed(), json!({}), status_written(&seen));
+    settled.metadata.resource_version = Some("2".into());
+    // Pass 1 writes status (the API server answers with version 2); pass 2 is handed the
+    // cache's copy at version 1, from before that write; pass 3 the copy at version 2.
+    let (results, seen) = running(&new, 1)
+        .on("PATCH", STATUS, value(&settled))
+        .passes(vec![new.clone(), new, settled])
+        .await;
+    assert_eq!(results, [Ok(()), Ok(()), Ok(())]);
+    let requests: Vec<_> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    // Pass 2 builds on the API server's copy, which already has the status: no write.
+    assert_eq!(
+        requests,
+        [format!("PATCH {STATUS}"), format!("GET {APP}")],
+        "{seen:#?}"
+    );
+}
+
+#[tokio::test]
 async fn a_new_app_restores_before_its_statefulset_exists() {
     let app = app(seed(), json!({}), json!({}));
     let node = json!({"metadata": {"name": "node-a"}, "spec": {},
@@ -412,6 +516,92 @@ async fn a_restore_request_stops_the_app_and_waits_for_its_pods() {
             .is_some_and(|m| m.contains("1 pod(s)")),
         "{request}"
     );
+    // A restore may start: its Jobs and the app's pods are read fresh, by the app's labels.
+    let query = |path: &str| {
+        let asked = seen.iter().find(|s| s.method == "GET" && s.path == path);
+        asked.map(|s| {
+            let decoded = s.query.replace("%3D", "=").replace("%2C", ",");
+            decoded.replace("%2F", "/")
+        })
+    };
+    assert_eq!(
+        query(JOBS).as_deref(),
+        Some(
+            "&labelSelector=app.kubernetes.io/instance=hello,app.kubernetes.io/managed-by=hellostateful-reconciler"
+        )
+    );
+    assert_eq!(
+        query(PODS).as_deref(),
+        Some(format!("&labelSelector={}", names::selector_string("hello")).as_str())
+    );
+    // Children are applied server-side, forcing the reconciler's own field manager.
+    assert_eq!(
+        sts.query,
+        "&force=true&fieldManager=hellostateful-reconciler"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_whose_job_was_removed_before_its_outcome_was_recorded_runs_again_with_the_app_stopped()
+ {
+    let job = names::restore_job("hello", "uid-1", "t1");
+    let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+    let status = json!({"restoreRequest": {"token": "t1", "phase": "Running", "job": job}});
+    let app = app(seed(), annotations, status);
+    // The StatefulSet is at 0 replicas and no Job of the app is left (TTL).
+    let (result, seen) = running(&app, 0).reconcile(app).await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(statefulset_replicas(&seen), None, "the app stays stopped");
+    let created = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("the restore runs again");
+    assert_eq!(created.body["metadata"]["name"], job.as_str());
+    let started = event(&seen, "RestoreStarted");
+    assert!(
+        started.body["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("again") && n.contains("before its outcome was recorded")),
+        "{}",
+        started.body
+    );
+    assert_eq!(status_written(&seen)["restoreRequest"]["phase"], "Running");
+}
+
+#[tokio::test]
+async fn the_volumes_of_removed_replicas_are_reported_as_kept_not_as_applied() {
+    let app = app(seed(), json!({}), json!({}));
+    let app_ref = AppRef::new(&app).expect("app");
+    let removed = |ordinal| {
+        (
+            format!("/api/v1/namespaces/ns1/persistentvolumeclaims/data-hello-{ordinal}"),
+            value(&children::claim(&app_ref, ordinal).expect("claim")),
+        )
+    };
+    let (two, two_claim) = removed(2);
+    let (ten, ten_claim) = removed(10);
+    let (result, seen) = running(&app, 1)
+        .on("GET", &ten, ten_claim)
+        .on("GET", &two, two_claim)
+        .reconcile(app.clone())
+        .await;
+    assert_eq!(result, Ok(()));
+    let status = status_written(&seen);
+    let storage = condition(&status, "StorageApplied");
+    assert_eq!(storage["status"], "False");
+    assert_eq!(storage["reason"], "RemovedReplicasVolumesKept");
+    assert!(
+        storage["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("PersistentVolumeClaims data-hello-2, data-hello-10")),
+        "{storage}"
+    );
+    event(&seen, "RemovedReplicasVolumesKept");
+    assert_eq!(
+        writes(&seen),
+        [format!("PATCH {STATUS}")],
+        "nothing is deleted"
+    );
 }
 
 #[tokio::test]
@@ -445,6 +635,40 @@ fn finished_backup(job_name: &str, summary: &str) -> (Value, Value) {
         "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
         "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T15:00:05Z", "message": summary}}}]}});
     (job, pod)
+}
+
+#[tokio::test]
+async fn a_failed_scheduled_backup_is_reported_from_its_pod_once_then_left_alone() {
+    let job = json!({"metadata": {"name": "backup-hello-29000000",
+            "labels": names::labels("hello", names::Component::Backup)},
+        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}});
+    let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+        "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "message": "error: no space left on device"}}}]}});
+    let app = app(seed(), json!({}), json!({}));
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![job.clone()]))
+        .on("GET", PODS, list(vec![pod]))
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(()));
+    let status = status_written(&seen);
+    let failed = condition(&status, "BackupFailed");
+    assert_eq!(failed["status"], "True");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("backup-hello-29000000") && m.contains("no space left")),
+        "{failed}"
+    );
+    event(&seen, "BackupFailed");
+    let reported = self::app(seed(), json!({}), status);
+    let (result, seen) = running(&reported, 1)
+        .on("GET", JOBS, list(vec![job]))
+        .reconcile(reported)
+        .await;
+    assert_eq!(result, Ok(()));
+    assert!(seen.is_empty(), "{seen:#?}");
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use hellostateful_reconciler::cache::Cache;
 use hellostateful_reconciler::children::Settings;
 use hellostateful_reconciler::controller::{self, Context};
 use hellostateful_reconciler::leader::{self, LeaderElection, Leadership, Timing};
@@ -202,6 +203,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let builder = |config: &kube::Config| {
         kube::client::ClientBuilder::try_from(config.clone()).context("connecting to Kubernetes")
     };
+    let mut registry = Registry::default();
+    let metrics = Arc::new(Metrics::register(&mut registry));
+    let counted = Metrics::count_requests(metrics.api_requests.clone());
     // With leader election, the controller's client refuses writes unless this replica
     // holds the Lease (now), and only the election's own client writes the Lease.
     let (client, election) = if args.leader_elect {
@@ -217,14 +221,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             leadership.clone(),
         );
         let guarded = builder(&config)?
+            .with_layer(&counted)
             .with_layer(&leader::write_guard(leadership.clone()))
             .build();
         (guarded, Some((identity, election, leadership)))
     } else {
-        (builder(&config)?.build(), None)
+        (builder(&config)?.with_layer(&counted).build(), None)
     };
-    let mut registry = Registry::default();
-    let metrics = Arc::new(Metrics::register(&mut registry));
     let health = Arc::new(Health {
         registry,
         ready: Default::default(),
@@ -240,6 +243,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     health.ready.store(true, Ordering::Relaxed);
     info!(mover_image = %args.mover_image, backup_roots = %backup_roots.join(","), "reconciling HelloStateful apps");
+    let (cache, writers) = Cache::new();
     let ctx = Context::new(
         client,
         metrics,
@@ -247,6 +251,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             mover_image: args.mover_image,
             backup_roots,
         },
+        cache,
     );
     let ctx = Arc::new(match &election {
         Some((_, _, leadership)) => ctx.with_leadership(leadership.clone()),
@@ -254,11 +259,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     });
     let outcome = match &election {
         Some((_, election, _)) => tokio::select! {
-            () = controller::run(ctx) => Ok(()),
+            () = controller::run(ctx, writers) => Ok(()),
             lost = election.hold() => Err(anyhow::anyhow!("stopping: {lost}")),
         },
         None => {
-            controller::run(ctx).await;
+            controller::run(ctx, writers).await;
             Ok(())
         }
     };

@@ -1,10 +1,12 @@
 //! Prometheus metrics of the reconciler, served at /metrics.
 
+use http::{Method, Request};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tower::util::MapRequestLayer;
 
 /// Outcome label of an action.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -18,6 +20,12 @@ pub struct ErrorLabel {
     pub error: String,
 }
 
+/// Kind label of an API request: `read` (GET), `watch` (GET with watch=true), `write`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabel {
+    pub kind: &'static str,
+}
+
 /// Every metric the reconciler exports.
 pub struct Metrics {
     pub reconciles: Counter,
@@ -27,6 +35,7 @@ pub struct Metrics {
     pub backups: Family<ResultLabel, Counter>,
     pub restores: Family<ResultLabel, Counter>,
     pub backup_bytes: Counter,
+    pub api_requests: Family<RequestLabel, Counter>,
 }
 
 impl Metrics {
@@ -40,6 +49,7 @@ impl Metrics {
             backups: Family::default(),
             restores: Family::default(),
             backup_bytes: Counter::default(),
+            api_requests: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("hellostateful");
         registry.register("reconciles", "Reconcile passes", metrics.reconciles.clone());
@@ -73,7 +83,31 @@ impl Metrics {
             "Bytes in finished backups",
             metrics.backup_bytes.clone(),
         );
+        registry.register(
+            "api_requests",
+            "Requests sent to the API server, by kind (read, watch, write)",
+            metrics.api_requests.clone(),
+        );
         metrics
+    }
+
+    /// A client layer that counts every request it lets through in `api_requests`.
+    pub fn count_requests<B>(
+        requests: Family<RequestLabel, Counter>,
+    ) -> MapRequestLayer<impl Fn(Request<B>) -> Request<B> + Clone> {
+        MapRequestLayer::new(move |request: Request<B>| {
+            let watch = request
+                .uri()
+                .query()
+                .is_some_and(|query| query.split('&').any(|pair| pair == "watch=true"));
+            let kind = match *request.method() {
+                Method::GET if watch => "watch",
+                Method::GET => "read",
+                _ => "write",
+            };
+            requests.get_or_create(&RequestLabel { kind }).inc();
+            request
+        })
     }
 
     /// Counts a finished backup or restore.

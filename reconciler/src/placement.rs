@@ -6,6 +6,7 @@
 //! for these fields, and a refusal says why each node was passed over, as the scheduler's
 //! "0/3 nodes are available" message does.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
@@ -34,14 +35,14 @@ impl Unfit {
 /// The node for the app's data: the first by name that is Ready, not cordoned, matches
 /// `selector` and has no NoSchedule/NoExecute taint that `tolerations` leave untolerated.
 /// Otherwise a message that counts the reasons, for the app's status.
-pub fn choose(
-    nodes: &[Node],
+pub fn choose<N: Borrow<Node>>(
+    nodes: &[N],
     selector: &BTreeMap<String, String>,
     tolerations: &[Toleration],
 ) -> Result<String, String> {
     let mut fit: Vec<String> = Vec::new();
     let mut reasons: BTreeMap<Unfit, usize> = BTreeMap::new();
-    for node in nodes {
+    for node in nodes.iter().map(Borrow::borrow) {
         match unfit(node, selector, tolerations) {
             None => fit.push(node.name_any()),
             Some(reason) => *reasons.entry(reason).or_default() += 1,
@@ -244,7 +245,7 @@ mod tests {
     #[test]
     fn no_node_at_all_is_said_plainly() {
         assert_eq!(
-            choose(&[], &BTreeMap::new(), &[]),
+            choose::<Node>(&[], &BTreeMap::new(), &[]),
             Err("no node in the cluster can hold the app's data".into())
         );
     }

@@ -16,11 +16,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
-use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, ExponentialBackoff};
-use kube::runtime::{WatchStreamExt, watcher::watcher};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
 /// The first retry after a failed watch or list.
@@ -45,20 +42,6 @@ pub fn retry_backoff() -> ExponentialBackoff {
 /// watcher relists on its own, so there is nothing to wait for.
 fn is_expired(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchError(status) if status.code == 410)
-}
-
-/// Every object of kind `K` that `config` selects, cluster-wide, as metadata only (all a
-/// trigger needs), through `resilient`.
-pub fn metadata<K>(
-    client: &Client,
-    config: &watcher::Config,
-) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + use<K>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let api = Api::<PartialObjectMeta<K>>::all(client.clone());
-    let objects = watcher(api, config.clone()).touched_objects();
-    resilient(objects, K::kind(&()).into_owned())
 }
 
 /// `objects` (a watcher stream after `touched_objects` or `applied_objects`) with its own

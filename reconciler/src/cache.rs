@@ -1,0 +1,247 @@
+//! What a reconcile pass reads: the app's children as the controller's watches last saw
+//! them, kept in reflector stores, so that a pass over an app at rest sends no request.
+//!
+//! Every child the reconciler makes carries the `managed-by` label, and only those are
+//! watched. A store may lag a moment behind the API server; where a stale read could do harm
+//! (a restore that may be running, the status a pass builds on) the controller reads fresh
+//! and says why beside that read.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::Stream;
+use hellostateful_api::names::{self, Component};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Service,
+};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::watch;
+
+const INSTANCE: &str = "app.kubernetes.io/instance";
+const COMPONENT: &str = "app.kubernetes.io/component";
+
+/// The reconciler's view of its children and of the namespaces they live in.
+#[derive(Clone)]
+pub struct Cache {
+    statefulsets: Store<StatefulSet>,
+    services: Store<Service>,
+    claims: Store<PersistentVolumeClaim>,
+    cronjobs: Store<CronJob>,
+    jobs: Store<Job>,
+    volumes: Store<PersistentVolume>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    nodes: Store<Node>,
+}
+
+/// The write sides of a `Cache`: fed by `Writers::watch` (or by hand in tests).
+pub struct Writers {
+    pub statefulsets: Writer<StatefulSet>,
+    pub services: Writer<Service>,
+    pub claims: Writer<PersistentVolumeClaim>,
+    pub cronjobs: Writer<CronJob>,
+    pub jobs: Writer<Job>,
+    pub volumes: Writer<PersistentVolume>,
+    pub namespaces: Writer<PartialObjectMeta<Namespace>>,
+    pub nodes: Writer<Node>,
+}
+
+impl Cache {
+    /// An empty cache and the writers that fill it.
+    pub fn new() -> (Self, Writers) {
+        let (statefulsets, statefulsets_writer) = reflector::store();
+        let (services, services_writer) = reflector::store();
+        let (claims, claims_writer) = reflector::store();
+        let (cronjobs, cronjobs_writer) = reflector::store();
+        let (jobs, jobs_writer) = reflector::store();
+        let (volumes, volumes_writer) = reflector::store();
+        let (namespaces, namespaces_writer) = reflector::store();
+        let (nodes, nodes_writer) = reflector::store();
+        let cache = Self {
+            statefulsets,
+            services,
+            claims,
+            cronjobs,
+            jobs,
+            volumes,
+            namespaces,
+            nodes,
+        };
+        let writers = Writers {
+            statefulsets: statefulsets_writer,
+            services: services_writer,
+            claims: claims_writer,
+            cronjobs: cronjobs_writer,
+            jobs: jobs_writer,
+            volumes: volumes_writer,
+            namespaces: namespaces_writer,
+            nodes: nodes_writer,
+        };
+        (cache, writers)
+    }
+
+    /// Waits until every store holds its first full list: a pass that ran before would take
+    /// existing children for missing ones and write them again.
+    pub async fn ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        tokio::try_join!(
+            self.statefulsets.wait_until_ready(),
+            self.services.wait_until_ready(),
+            self.claims.wait_until_ready(),
+            self.cronjobs.wait_until_ready(),
+            self.jobs.wait_until_ready(),
+            self.volumes.wait_until_ready(),
+            self.namespaces.wait_until_ready(),
+            self.nodes.wait_until_ready(),
+        )?;
+        Ok(())
+    }
+
+    pub fn statefulset(&self, namespace: &str, name: &str) -> Option<Arc<StatefulSet>> {
+        self.statefulsets
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
+        self.services.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn cronjob(&self, namespace: &str, name: &str) -> Option<Arc<CronJob>> {
+        self.cronjobs.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn volume(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.volumes.get(&ObjectRef::new(name))
+    }
+
+    /// Every node of the cluster.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.state()
+    }
+
+    /// The uid of the namespace `name`, if it exists.
+    pub fn namespace_uid(&self, name: &str) -> Option<String> {
+        self.namespaces.get(&ObjectRef::new(name))?.uid()
+    }
+
+    /// The mover Jobs of app `name` in `namespace` (on demand, initial and scheduled).
+    pub fn jobs(&self, namespace: &str, name: &str) -> Vec<Arc<Job>> {
+        self.jobs
+            .state_filter(|job| job.namespace().as_deref() == Some(namespace) && is_of(job, name))
+    }
+
+    /// The names of the data claims of app `name` in `namespace`, of every ordinal that
+    /// ever ran (a StatefulSet scaled down keeps the claims of the replicas it removed).
+    pub fn data_claims(&self, namespace: &str, name: &str) -> Vec<String> {
+        self.claims
+            .state_filter(|claim| {
+                claim.namespace().as_deref() == Some(namespace)
+                    && is_of(claim, name)
+                    && claim.labels().get(COMPONENT).map(String::as_str)
+                        == Some(Component::Storage.as_str())
+            })
+            .iter()
+            .map(|claim| claim.name_any())
+            .collect()
+    }
+
+    /// The data volumes of app `name` in `namespace`: the backup volume carries the same
+    /// app labels, and outlives the app.
+    pub fn data_volumes(&self, namespace: &str, name: &str) -> Vec<Arc<PersistentVolume>> {
+        self.volumes.state_filter(|volume| {
+            let labels = volume.labels();
+            is_of(volume, name)
+                && labels.get(names::NAMESPACE_LABEL).map(String::as_str) == Some(namespace)
+                && labels.get(COMPONENT).map(String::as_str) == Some(Component::Storage.as_str())
+        })
+    }
+}
+
+fn is_of(object: &impl ResourceExt, app: &str) -> bool {
+    object.labels().get(INSTANCE).map(String::as_str) == Some(app)
+}
+
+impl Writers {
+    /// The watch streams that fill the stores, one per kind, each yielding the objects it
+    /// saw (for the controller to map to their apps). Objects are kept without their
+    /// managedFields, which the reconciler never reads and which are most of their size;
+    /// Jobs also without their pod template (the reconciler reads a Job's labels,
+    /// annotations, TTL and status; it never applies a Job it has seen).
+    pub fn watch(self, client: &Client, managed: &watcher::Config) -> Watches {
+        let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
+        let namespaces = watcher(namespaces, watcher::Config::default())
+            .reflect(self.namespaces)
+            .touched_objects();
+        Watches {
+            statefulsets: Box::pin(cached(client, managed, self.statefulsets, |_| {})),
+            services: Box::pin(cached(client, managed, self.services, |_| {})),
+            claims: Box::pin(cached(client, managed, self.claims, |_| {})),
+            cronjobs: Box::pin(cached(client, managed, self.cronjobs, |_| {})),
+            jobs: Box::pin(cached(client, managed, self.jobs, |job: &mut Job| {
+                if let Some(spec) = job.spec.as_mut() {
+                    spec.template = Default::default();
+                }
+            })),
+            volumes: Box::pin(cached(client, managed, self.volumes, |_| {})),
+            namespaces: Box::pin(watch::resilient(namespaces, "Namespace".into())),
+            // Every node: the app's data may go to any that its pods can run on.
+            nodes: Box::pin(cached(
+                client,
+                &watcher::Config::default().timeout(managed.timeout.unwrap_or(290)),
+                self.nodes,
+                |node: &mut Node| {
+                    if let Some(status) = node.status.as_mut() {
+                        // The images a node holds: long lists the placement never reads.
+                        status.images = None;
+                    }
+                },
+            )),
+        }
+    }
+}
+
+type Objects<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
+
+/// The streams of `Writers::watch`: each must be polled for its store to fill.
+pub struct Watches {
+    pub statefulsets: Objects<StatefulSet>,
+    pub services: Objects<Service>,
+    pub claims: Objects<PersistentVolumeClaim>,
+    pub cronjobs: Objects<CronJob>,
+    pub jobs: Objects<Job>,
+    pub volumes: Objects<PersistentVolume>,
+    pub namespaces: Objects<PartialObjectMeta<Namespace>>,
+    pub nodes: Objects<Node>,
+}
+
+/// Every object of kind `K` that `config` selects, cluster-wide, reflected into `writer`
+/// after `trim` and without managedFields.
+fn cached<K, F>(
+    client: &Client,
+    config: &watcher::Config,
+    writer: Writer<K>,
+    mut trim: F,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K, F>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    F: FnMut(&mut K) + Send + 'static,
+{
+    let objects = watcher(Api::<K>::all(client.clone()), config.clone())
+        .modify(move |object: &mut K| {
+            object.meta_mut().managed_fields = None;
+            trim(object);
+        })
+        .reflect(writer)
+        .touched_objects();
+    watch::resilient(objects, K::kind(&()).into_owned())
+}
