@@ -23,13 +23,18 @@
 #     peer: apiserver_request_total writes around a re-apply of the unchanged peer children
 #     with `kubectl apply --server-side` (what a controller that applies blindly would send).
 #  3. RSS of the reconciler process (VmRSS from /proc, found through crictl) with N apps,
-#     vs the goal (30 MB) and vs kube-scheduler, the smallest Go controller of this cluster.
+#     vs the goal (40 MB with 1,000 apps) and vs kube-scheduler, the smallest Go controller
+#     of this cluster.
+#  4. At rest: BENCH_REST_SECONDS (default 600) in which nothing changes; the reconciler's
+#     own request counter (reads, watch renewals, writes) per app per minute, beside the API
+#     server's apiserver_request_total reads and writes of the same kinds (all clients).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 need_cluster
 
 N=$BENCH_APPS
+REST=${BENCH_REST_SECONDS:-600}
 ID=$(date +%s | tail -c 6)$RANDOM
 OURS=bench-$ID-ours
 PEER=bench-$ID-peer
@@ -188,24 +193,42 @@ rss=$(calc "if ($rss_created > $rss_resync) $rss_created else $rss_resync")
 sched_pid=$(cat /var/lib/hellostateful-e2e/pids/kube-scheduler.pid 2>/dev/null || pgrep -xo kube-scheduler)
 rss_sched=$(rss_mb "$sched_pid")
 
-# Background: the same counter over a window of the same length with nothing forced.
+# 4. At rest: nothing changes for BENCH_REST_SECONDS; the reconciler's own request counter
+# (reads, watch renewals, writes) beside the API server's reads and writes of the same kinds.
+log "at rest for ${REST}s: counting requests"
+requests() { reconciler_metric "hellostateful_api_requests_total{kind=\"$1\"}" | cut -d. -f1; }
 apiserver_write_series >"$WORK/b0"
-sleep "$window"
+apiserver_read_series >"$WORK/q0"
+rest_reads0=$(requests read) rest_watches0=$(requests watch) rest_writes0=$(requests write)
+rest_passes0=$(reconciler_metric hellostateful_reconciles_total | cut -d. -f1)
+sleep "$REST"
 apiserver_write_series >"$WORK/b1"
+apiserver_read_series >"$WORK/q1"
+rest_reads=$(($(requests read) - ${rest_reads0:-0}))
+rest_watches=$(($(requests watch) - ${rest_watches0:-0}))
+rest_writes=$(($(requests write) - ${rest_writes0:-0}))
+rest_passes=$(($(reconciler_metric hellostateful_reconciles_total | cut -d. -f1) - rest_passes0))
 background="$(($(sum "$WORK/b1") - $(sum "$WORK/b0")))"
 background_kinds=$(series_delta "$WORK/b0" "$WORK/b1")
+rest_api_reads="$(($(sum "$WORK/q1") - $(sum "$WORK/q0")))"
+rest_read_kinds=$(series_delta "$WORK/q0" "$WORK/q1")
+per_app_minute() { calc "$1 / $total / ($REST / 60)"; }
 
 line() { printf '%s: ours %s, peer %s, ratio %.2f\n' "$1" "$2" "$3" "$4"; }
 f2() { printf %.2f "$1"; }
 echo "# reconciler: $N apps (replicas 0 + backupSchedule: a StatefulSet, a Service, a CronJob each; no pods), the in-cluster reconciler, a 1-node cluster on 2 cores${others:+, e2e suites running meanwhile: $others}"
-echo "# converge: ratio = ours / peer; ours = from kubectl apply of the $N apps to all $((3 * N)) children existing; peer = one kubectl apply --server-side of the same $((3 * N)) children; goal <= 1.5"
+echo "# converge: ratio = ours / peer; ours = from kubectl apply of the $N apps to all $((3 * N)) children existing; peer = one kubectl apply --server-side of the same $((3 * N)) children; goal <= 1.2"
 echo "#   ours: the apply of the apps alone took $(f2 "$t_apps")s ($(f2 "$t_dry")s as --dry-run=server, without the reconciler's concurrent work); $(printf %.0f "$(calc "$passes1 - $passes0")") reconcile passes, $((writes1 - writes0)) child writes, $ours_requests API requests in all; peer: $peer_requests API requests"
 echo "# writes: ours = write requests for the $N apps in a full pass after a reconciler restart (child applies in the reconciler's log + apps whose resourceVersion changed); peer = write requests of re-applying the unchanged children with kubectl apply --server-side; ratio = ours/peer; goal ours = 0 (ratio 0)"
-echo "#   window $(printf %.1f "$window")s: $reconciles reconcile passes ($total apps in the cluster), $reads GET/LIST of the child kinds + hellostatefuls; API server writes (child kinds + hellostatefuls, all namespaces): $api_writes${write_kinds:+ ($write_kinds)}, of which the reconciler's child writes (all apps) $own_writes; background in an equal window without a restart: $background${background_kinds:+ ($background_kinds)}"
-echo "# rss: VmRSS of the reconciler process in MB (10^6 B), the larger of after creating the apps ($rss_created) and after the restart's full pass ($rss_resync); ratio = ours/peer; goal <= 30 MB (ratio <= 1.0 on the goal line); kube-scheduler = the smallest Go controller of this cluster, for scale"
+echo "#   window $(printf %.1f "$window")s: $reconciles reconcile passes ($total apps in the cluster), $reads GET/LIST of the child kinds + hellostatefuls; API server writes (child kinds + hellostatefuls, all namespaces): $api_writes${write_kinds:+ ($write_kinds)}, of which the reconciler's child writes (all apps) $own_writes"
+echo "# at rest: ${REST}s in which nothing changes, $total apps in the cluster, $rest_passes reconcile passes; ours = the reconciler's own GET requests (hellostateful_api_requests_total{kind=\"read\"}) per app per minute; peer = the API server's GET/LIST of the child kinds + hellostatefuls from all clients (apiserver_request_total) per app per minute; ratio = ours / goal 0.05"
+echo "#   the reconciler sent $rest_reads reads, $rest_watches watch renewals and $rest_writes writes; API server reads of those kinds: $rest_api_reads${rest_read_kinds:+ ($rest_read_kinds)}, writes: $background${background_kinds:+ ($background_kinds)}"
+echo "# rss: VmRSS of the reconciler process in MB (10^6 B), the larger of after creating the apps ($rss_created) and after the restart's full pass ($rss_resync); ratio = ours/peer; goal <= 40 MB with 1,000 apps (BENCH_APPS=1000; ratio <= 1.0 on the goal line); kube-scheduler = the smallest Go controller of this cluster, for scale"
 line reconciler-converge-vs-kubectl-apply "$(f2 "$ours_converge")s" "$(f2 "$peer_converge")s" "$(calc "$ours_converge / $peer_converge")"
 line steady-state-writes-per-resync "$ours_writes writes/$N apps (apiserver_request_total, all clients: $api_writes)" "$peer_writes writes (kubectl re-apply)" "$(calc "$ours_writes / $peer_writes")"
-line reconciler-rss-vs-goal "$rss MB" "30 MB (goal)" "$(calc "$rss / 30")"
+line reconciler-reads-at-rest "$(printf %.3f "$(per_app_minute "$rest_reads")") reads/app/min" "$(printf %.3f "$(per_app_minute "$rest_api_reads")") API server reads/app/min (0.05 goal)" "$(calc "$(per_app_minute "$rest_reads") / 0.05")"
+line reconciler-writes-at-rest "$rest_writes writes (goal 0)" "$background API server writes of those kinds, all clients" "$(calc "$rest_writes / $((background > 0 ? background : 1))")"
+line reconciler-rss-vs-goal "$rss MB" "40 MB (goal)" "$(calc "$rss / 40")"
 line reconciler-rss-vs-kube-scheduler "$rss MB" "$rss_sched MB (kube-scheduler)" "$(calc "$rss / $rss_sched")"
 # What ran while the apps existed (the plugin bench), after our own lines.
 [[ ! -s $WORK/with-apps.out ]] || cat "$WORK/with-apps.out"
