@@ -97,13 +97,15 @@ ready_apps() {
     select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length'
 }
 
-# Children that exist in namespace $1: StatefulSets + Services + CronJobs.
+# Children that exist in namespace $1: StatefulSets + Services + CronJobs + claims (each
+# app's backup claim, made right after its PersistentVolume), four per app.
 children() {
-  local ns=$1 a b c
+  local ns=$1 a b c d
   a=$(count "/apis/apps/v1/namespaces/$ns/statefulsets") || return 1
   b=$(count "/api/v1/namespaces/$ns/services") || return 1
   c=$(count "/apis/batch/v1/namespaces/$ns/cronjobs") || return 1
-  echo $((a + b + c))
+  d=$(count "/api/v1/namespaces/$ns/persistentvolumeclaims") || return 1
+  echo $((a + b + c + d))
 }
 
 # Polls `cmd` every $2 seconds until its output is >= $1, for at most $3 seconds.

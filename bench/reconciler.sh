@@ -9,10 +9,12 @@
 #
 # Steps (namespaces bench-<id>-ours and bench-<id>-peer, deleted at the end):
 #  1. converge: one `kubectl apply --server-side` of N apps, time until every app's
-#     StatefulSet, Service and CronJob exist (polled every 0.2 s);
-#     peer: the same 3N children, exported from app 0 (status, uid, resourceVersion,
-#     ownerReferences, managedFields, creationTimestamp, generation stripped) and renamed per
-#     app, in one `kubectl apply --server-side` call into the peer namespace.
+#     StatefulSet, Service, CronJob and backup claim exist (polled every 0.2 s; the backup
+#     PersistentVolume is made just before its claim);
+#     peer: the same 5N children, exported from app 0 (status, uid, resourceVersion,
+#     ownerReferences, managedFields, finalizers, creationTimestamp, generation and the
+#     volume binder's annotations stripped) and renamed per app, in one
+#     `kubectl apply --server-side` call into the peer namespace.
 #  2. writes per resync: a forced full pass over every app (rollout restart of the
 #     reconciler, until it has reconciled as many times as there are apps in the cluster);
 #     ours = write requests for the bench's apps: the child applies the reconciler logs for
@@ -67,7 +69,7 @@ req0=$(apiserver_requests)
 t0=$(now)
 kubectl apply --server-side -f "$WORK/apps.json" >/dev/null
 t_apps=$(calc "$(now) - $t0")
-wait_at_least $((3 * N)) 0.2 600 children "$OURS"
+wait_at_least $((4 * N)) 0.2 600 children "$OURS"
 t1=$(now)
 ours_converge=$(calc "$t1 - $t0")
 ours_requests=$(($(apiserver_requests) - req0))
@@ -92,12 +94,21 @@ pid=$(reconciler_pid) || true
 [[ -n $pid ]] || { log "cannot find the reconciler process through crictl"; exit 1; }
 rss_created=$(rss_mb "$pid")
 
-# Peer objects: app 0's children as exported, renamed per app.
-kubectl get statefulsets,services,cronjobs -n "$OURS" -l app.kubernetes.io/instance=b00000 -o json | jq -c '
-  [.items[] | del(.status) | del(.spec.volumeClaimTemplates[]?.status)
-   | .metadata |= (del(.uid, .resourceVersion, .ownerReferences, .managedFields,
-                       .creationTimestamp, .generation, .selfLink))] ' >"$WORK/template.json"
-[[ $(jq length "$WORK/template.json") == 3 ]] || { log "app b00000 does not have 3 children"; exit 1; }
+# Peer objects: app 0's five children as exported (StatefulSet, Service, CronJob, and the
+# backup directory's PersistentVolume and its pre-bound claim), renamed per app, without
+# what the API server and the volume binder added (status, bind annotations, finalizers,
+# the claimRef's uid).
+{
+  kubectl get statefulsets,services,cronjobs,persistentvolumeclaims -n "$OURS" -l app.kubernetes.io/instance=b00000 -o json
+  kubectl get persistentvolume "hellostateful-backups.$OURS.b00000" -o json
+} | jq -cs '
+  [.[] | (.items // [.])[] | del(.status) | del(.spec.volumeClaimTemplates[]?.status)
+   | del(.spec.claimRef.uid, .spec.claimRef.resourceVersion)
+   | .metadata |= (del(.uid, .resourceVersion, .ownerReferences, .managedFields, .finalizers,
+                       .creationTimestamp, .generation, .selfLink)
+                   | if .annotations then .annotations |= with_entries(select(.key | test("^(pv|volume)[.]kubernetes[.]io/") | not)) else . end)
+   | if .spec.claimRef == {} then del(.spec.claimRef) else . end]' >"$WORK/template.json"
+[[ $(jq length "$WORK/template.json") == 5 ]] || { log "app b00000 does not have 5 children"; exit 1; }
 # The managed-by label is changed so that the in-cluster reconciler (which watches its
 # children by that label) does not even see the peer's objects.
 python3 - "$WORK/template.json" "$OURS" "$PEER" "$N" >"$WORK/peer.json" <<'PY'
@@ -113,15 +124,15 @@ for i in range(n):
         items.append(obj)
 json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
 PY
-log "applying the same $((3 * N)) children with kubectl into $PEER"
+log "applying the same $((5 * N)) children with kubectl into $PEER"
 req0=$(apiserver_requests)
 t0=$(now)
 kubectl apply --server-side -f "$WORK/peer.json" >/dev/null
 t1=$(now)
 peer_converge=$(calc "$t1 - $t0")
 peer_requests=$(($(apiserver_requests) - req0))
-[[ $(children "$PEER") == $((3 * N)) ]] || { log "peer objects missing"; exit 1; }
-log "kubectl apply --server-side of $((3 * N)) objects: $(printf %.2f "$peer_converge")s"
+[[ $(children "$PEER") == $((4 * N)) ]] || { log "peer objects missing"; exit 1; }
+log "kubectl apply --server-side of $((5 * N)) objects: $(printf %.2f "$peer_converge")s"
 
 # While the apps exist: the plugin bench, if asked for.
 if [[ -n ${BENCH_WITH_APPS:-} ]]; then
@@ -216,8 +227,8 @@ per_app_minute() { calc "$1 / $total / ($REST / 60)"; }
 
 line() { printf '%s: ours %s, peer %s, ratio %.2f\n' "$1" "$2" "$3" "$4"; }
 f2() { printf %.2f "$1"; }
-echo "# reconciler: $N apps (replicas 0 + backupSchedule: a StatefulSet, a Service, a CronJob each; no pods), the in-cluster reconciler, a 1-node cluster on 2 cores${others:+, e2e suites running meanwhile: $others}"
-echo "# converge: ratio = ours / peer; ours = from kubectl apply of the $N apps to all $((3 * N)) children existing; peer = one kubectl apply --server-side of the same $((3 * N)) children; goal <= 1.2"
+echo "# reconciler: $N apps (replicas 0 + backupSchedule: a StatefulSet, a Service, a CronJob, a backup PersistentVolume and its claim each; no pods), the in-cluster reconciler, a 1-node cluster on 2 cores${others:+, e2e suites running meanwhile: $others}"
+echo "# converge: ratio = ours / peer; ours = from kubectl apply of the $N apps to all $((5 * N)) children existing; peer = one kubectl apply --server-side of the same $((5 * N)) children; goal <= 1.2"
 echo "#   ours: the apply of the apps alone took $(f2 "$t_apps")s ($(f2 "$t_dry")s as --dry-run=server, without the reconciler's concurrent work); $(printf %.0f "$(calc "$passes1 - $passes0")") reconcile passes, $((writes1 - writes0)) child writes, $ours_requests API requests in all; peer: $peer_requests API requests"
 echo "# writes: ours = write requests for the $N apps in a full pass after a reconciler restart (child applies in the reconciler's log + apps whose resourceVersion changed); peer = write requests of re-applying the unchanged children with kubectl apply --server-side; ratio = ours/peer; goal ours = 0 (ratio 0)"
 echo "#   window $(printf %.1f "$window")s: $reconciles reconcile passes ($total apps in the cluster), $reads GET/LIST of the child kinds + hellostatefuls; API server writes (child kinds + hellostatefuls, all namespaces): $api_writes${write_kinds:+ ($write_kinds)}, of which the reconciler's child writes (all apps) $own_writes"

@@ -7,6 +7,7 @@
 //! and says why beside that read.
 
 use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use futures::Stream;
@@ -21,6 +22,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::watch;
@@ -173,41 +175,108 @@ fn is_of(object: &impl ResourceExt, app: &str) -> bool {
 
 impl Writers {
     /// The watch streams that fill the stores, one per kind, each yielding the objects it
-    /// saw (for the controller to map to their apps). Objects are kept without their
-    /// managedFields, which the reconciler never reads and which are most of their size;
-    /// Jobs also without their pod template (the reconciler reads a Job's labels,
-    /// annotations, TTL and status; it never applies a Job it has seen).
+    /// saw (for the controller to map to their apps), kept as `Cached::keep` says.
     pub fn watch(self, client: &Client, managed: &watcher::Config) -> Watches {
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
         let namespaces = watcher(namespaces, watcher::Config::default())
             .reflect(self.namespaces)
             .touched_objects();
+        // Every node: the app's data may go to any that its pods can run on.
+        let nodes = watcher::Config::default().timeout(managed.timeout.unwrap_or(290));
         Watches {
-            statefulsets: Box::pin(cached(client, managed, self.statefulsets, |_| {})),
-            services: Box::pin(cached(client, managed, self.services, |_| {})),
-            claims: Box::pin(cached(client, managed, self.claims, |_| {})),
-            cronjobs: Box::pin(cached(client, managed, self.cronjobs, |_| {})),
-            jobs: Box::pin(cached(client, managed, self.jobs, |job: &mut Job| {
-                if let Some(spec) = job.spec.as_mut() {
-                    spec.template = Default::default();
-                }
-            })),
-            volumes: Box::pin(cached(client, managed, self.volumes, |_| {})),
+            statefulsets: Box::pin(cached(client, managed, self.statefulsets)),
+            services: Box::pin(cached(client, managed, self.services)),
+            claims: Box::pin(cached(client, managed, self.claims)),
+            cronjobs: Box::pin(cached(client, managed, self.cronjobs)),
+            jobs: Box::pin(cached(client, managed, self.jobs)),
+            volumes: Box::pin(cached(client, managed, self.volumes)),
             namespaces: Box::pin(watch::resilient(namespaces, "Namespace".into())),
-            // Every node: the app's data may go to any that its pods can run on.
-            nodes: Box::pin(cached(
-                client,
-                &watcher::Config::default().timeout(managed.timeout.unwrap_or(290)),
-                self.nodes,
-                |node: &mut Node| {
-                    if let Some(status) = node.status.as_mut() {
-                        // The images a node holds: long lists the placement never reads.
-                        status.images = None;
-                    }
-                },
-            )),
+            nodes: Box::pin(cached(client, &nodes, self.nodes)),
         }
     }
+}
+
+/// The annotation of a cached StatefulSet or CronJob that holds the fingerprint of the
+/// object as the API server had it (`fingerprint`), in place of the spec parts dropped.
+/// Only ever on the cached copy: the API server never sees it.
+pub const FINGERPRINT: &str = "hellostateful.cache/fingerprint";
+
+/// How objects of a kind are kept in the cache: without managedFields (which passes never
+/// read, and which are most of an object's size), and without whatever `trim` drops.
+pub trait Cached:
+    Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static
+{
+    /// Drops the parts of the object that passes never read.
+    fn trim(&mut self) {}
+
+    /// The object as the cache keeps it.
+    fn keep(&mut self) {
+        self.meta_mut().managed_fields = None;
+        self.trim();
+    }
+}
+
+impl Cached for Service {}
+impl Cached for PersistentVolumeClaim {}
+impl Cached for PersistentVolume {}
+
+impl Cached for Job {
+    // A Job's labels, annotations, TTL and status are read; it is never applied again.
+    fn trim(&mut self) {
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = Default::default();
+        }
+    }
+}
+
+impl Cached for Node {
+    // The images a node holds: long lists that placement never reads.
+    fn trim(&mut self) {
+        if let Some(status) = self.status.as_mut() {
+            status.images = None;
+        }
+    }
+}
+
+impl Cached for StatefulSet {
+    // The pod template is compared only through the fingerprint; the claim templates,
+    // replicas and status are read.
+    fn trim(&mut self) {
+        let print = fingerprint(self);
+        self.annotations_mut().insert(FINGERPRINT.into(), print);
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = Default::default();
+        }
+    }
+}
+
+impl Cached for CronJob {
+    // Only compared, through the fingerprint.
+    fn trim(&mut self) {
+        let print = fingerprint(self);
+        self.annotations_mut().insert(FINGERPRINT.into(), print);
+        if let Some(spec) = self.spec.as_mut() {
+            spec.job_template = Default::default();
+        }
+    }
+}
+
+/// A digest of everything of `object` that the reconciler applies (labels, annotations,
+/// owners, spec), and of nothing that others change on their own (status, versions): it
+/// changes when the object is edited, by the reconciler or by hand.
+pub fn fingerprint<K: Resource + Serialize>(object: &K) -> String {
+    let meta = object.meta();
+    let mut annotations = meta.annotations.clone().unwrap_or_default();
+    annotations.remove(FINGERPRINT);
+    let spec = serde_json::to_value(object)
+        .ok()
+        .and_then(|mut value| value.get_mut("spec").map(serde_json::Value::take));
+    let parts = (&meta.labels, annotations, &meta.owner_references, spec);
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(&parts)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 type Objects<K> = std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>;
@@ -225,22 +294,14 @@ pub struct Watches {
 }
 
 /// Every object of kind `K` that `config` selects, cluster-wide, reflected into `writer`
-/// after `trim` and without managedFields.
-fn cached<K, F>(
+/// as `Cached::keep` says.
+fn cached<K: Cached>(
     client: &Client,
     config: &watcher::Config,
     writer: Writer<K>,
-    mut trim: F,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K, F>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    F: FnMut(&mut K) + Send + 'static,
-{
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
     let objects = watcher(Api::<K>::all(client.clone()), config.clone())
-        .modify(move |object: &mut K| {
-            object.meta_mut().managed_fields = None;
-            trim(object);
-        })
+        .modify(K::keep)
         .reflect(writer)
         .touched_objects();
     watch::resilient(objects, K::kind(&()).into_owned())

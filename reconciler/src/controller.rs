@@ -31,7 +31,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::cache::{Cache, Writers};
+use crate::cache::{self, Cache, Writers};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
@@ -52,6 +52,9 @@ const WAIT: Duration = Duration::from_secs(3);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Watches end on the server's side before the read timeout, and are renewed.
 const WATCH_TIMEOUT_SECS: u32 = 25;
+/// Objects per page of a watch's list: a page is held whole while it is read, and the
+/// default (500 objects) makes the peak memory of a restart with many apps.
+const LIST_PAGE: u32 = 100;
 /// The longest a reconcile pass may take: a safety net so that no pass, however stuck,
 /// blocks its app for good.
 const PASS_TIMEOUT: Duration = Duration::from_secs(150);
@@ -85,6 +88,9 @@ pub struct Context {
     /// own status write, or as read): a cached app at another version may predate a status
     /// write of ours, and is read again before status is built on it.
     known_versions: Mutex<HashMap<String, String>>,
+    /// Per StatefulSet and CronJob ("Kind/namespace/name"): the fingerprints of what was
+    /// last desired and of the object as it then was, when it held all that was desired.
+    in_line: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl Context {
@@ -102,6 +108,7 @@ impl Context {
             leadership: None,
             cache,
             known_versions: Mutex::default(),
+            in_line: Mutex::default(),
         }
     }
 
@@ -136,6 +143,7 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
     let apps = Api::<HelloStateful>::all(client.clone());
     let managed = WatcherConfig::default()
         .timeout(WATCH_TIMEOUT_SECS)
+        .page_size(LIST_PAGE)
         .labels(&format!(
             "app.kubernetes.io/managed-by={}",
             names::FIELD_MANAGER
@@ -146,7 +154,16 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
     // Consistent lists (not "any" resourceVersion): after an API server restart a list
     // served from a cold watch cache can hand out a resourceVersion that the same server
     // then refuses to watch from as too old, over and over.
-    let trigger = watcher(apps, WatcherConfig::default().timeout(WATCH_TIMEOUT_SECS))
+    let apps_config = WatcherConfig::default()
+        .timeout(WATCH_TIMEOUT_SECS)
+        .page_size(LIST_PAGE);
+    let trigger = watcher(apps, apps_config)
+        // Never read: managedFields, and kubectl's copy of the spec in an annotation.
+        .modify(|app: &mut HelloStateful| {
+            app.metadata.managed_fields = None;
+            app.annotations_mut()
+                .remove("kubectl.kubernetes.io/last-applied-configuration");
+        })
         .reflect(writer)
         .applied_objects();
     let trigger = watch::resilient(trigger, "HelloStateful".into()).predicate_filter(
@@ -613,6 +630,61 @@ impl Pass<'_> {
         apply_to(&self.api::<K>(), desired, observed, self.ctx).await
     }
 
+    /// Applies a StatefulSet or CronJob, whose cached copy holds a fingerprint in place of
+    /// its spec (see `cache::Cached`). It is in line when this replica last found it (or
+    /// made it) with that same fingerprint, desiring the same; otherwise (after a restart, a
+    /// hand edit, a new spec) a fresh read of the whole object decides.
+    async fn apply_fingerprinted<K>(&self, desired: &K, cached: Option<&K>) -> Result<bool, Error>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Serialize
+            + DeserializeOwned
+            + Clone
+            + std::fmt::Debug,
+    {
+        let name = desired.meta().name.clone().unwrap_or_default();
+        let key = format!("{}/{}/{name}", K::kind(&()), self.app.namespace);
+        let wanted = cache::fingerprint(desired);
+        let remember = |object: &K| {
+            if let Ok(mut in_line) = self.ctx.in_line.lock() {
+                in_line.insert(key.clone(), (wanted.clone(), cache::fingerprint(object)));
+            }
+        };
+        let api = self.api::<K>();
+        if let Some(cached) = cached {
+            let seen = cached.annotations().get(cache::FINGERPRINT);
+            let known = self
+                .ctx
+                .in_line
+                .lock()
+                .ok()
+                .and_then(|in_line| in_line.get(&key).cloned());
+            if let (Some(seen), Some((desired_then, seen_then))) = (seen, known)
+                && desired_then == wanted
+                && *seen == seen_then
+            {
+                return Ok(false);
+            }
+            if let Some(full) = api.get_opt(&name).await?
+                && holds(&full, desired)?
+            {
+                remember(&full);
+                return Ok(false);
+            }
+        }
+        info!(child = %children::describe(desired), "applying");
+        let written = api
+            .patch(
+                &name,
+                &PatchParams::apply(names::FIELD_MANAGER).force(),
+                &Patch::Apply(desired),
+            )
+            .await?;
+        self.ctx.metrics.writes.inc();
+        remember(&written);
+        Ok(true)
+    }
+
     /// Creates a mover Job.
     async fn start_job(&mut self, name: &str, task: &MoverTask, reason: &str) -> Result<(), Error> {
         let location = self
@@ -654,12 +726,10 @@ async fn apply_to<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
 {
-    if let Some(observed) = observed {
-        let want = serde_json::to_value(desired).map_err(Error::Build)?;
-        let have = serde_json::to_value(observed).map_err(Error::Build)?;
-        if drift::is_subset(&want, &have) {
-            return Ok(false);
-        }
+    if let Some(observed) = observed
+        && holds(observed, desired)?
+    {
+        return Ok(false);
     }
     let name = desired.meta().name.clone().unwrap_or_default();
     info!(child = %children::describe(desired), "applying");
@@ -671,6 +741,13 @@ where
     .await?;
     ctx.metrics.writes.inc();
     Ok(true)
+}
+
+/// Whether `observed` has every field of `desired`, with the same values.
+fn holds<K: Serialize>(observed: &K, desired: &K) -> Result<bool, Error> {
+    let want = serde_json::to_value(desired).map_err(Error::Build)?;
+    let have = serde_json::to_value(observed).map_err(Error::Build)?;
+    Ok(drift::is_subset(&want, &have))
 }
 
 /// The newest token of an on-demand annotation that status has not yet acknowledged as
@@ -949,7 +1026,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
     let desired = children::statefulset(app, replicas, statefulset.as_deref(), record.as_deref())?;
-    pass.apply(&desired, statefulset.as_deref()).await?;
+    pass.apply_fingerprinted(&desired, statefulset.as_deref())
+        .await?;
     let recorded = statefulset
         .as_ref()
         .is_some_and(|sts| sts.annotations().contains_key(names::INITIAL_RESTORE));
@@ -1952,7 +2030,8 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
             if restoring && let Some(spec) = desired.spec.as_mut() {
                 spec.suspend = Some(true);
             }
-            pass.apply(&desired, existing.as_deref()).await?;
+            pass.apply_fingerprinted(&desired, existing.as_deref())
+                .await?;
         }
         None => {
             if existing.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
