@@ -173,9 +173,11 @@ new_reconciles() {
 }
 wait_at_least "$total" 0.5 300 new_reconciles
 # Writes (if any) come at the end of a pass: let the last passes finish (the reconciler's
-# own write counter still for 4 s; other apps in the cluster may keep it busy, so bounded).
+# own write and read counters still for 4 s: some apps get their first pass only after
+# others got a second; other apps in the cluster may keep it busy, so bounded).
+requests() { reconciler_metric "hellostateful_api_requests_total{kind=\"$1\"}" | cut -d. -f1; }
 prev=-1
-while cur=$(reconciler_metric hellostateful_child_writes_total); [[ $cur != "$prev" ]]; do
+while cur="$(reconciler_metric hellostateful_child_writes_total) $(requests read)"; [[ $cur != "$prev" ]]; do
   prev=$cur
   sleep 4
   (( $(calc "$(now) - $r0 > 240") )) && break
@@ -207,7 +209,6 @@ rss_sched=$(rss_mb "$sched_pid")
 # 4. At rest: nothing changes for BENCH_REST_SECONDS; the reconciler's own request counter
 # (reads, watch renewals, writes) beside the API server's reads and writes of the same kinds.
 log "at rest for ${REST}s: counting requests"
-requests() { reconciler_metric "hellostateful_api_requests_total{kind=\"$1\"}" | cut -d. -f1; }
 apiserver_write_series >"$WORK/b0"
 apiserver_read_series >"$WORK/q0"
 rest_reads0=$(requests read) rest_watches0=$(requests watch) rest_writes0=$(requests write)

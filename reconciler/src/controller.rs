@@ -659,12 +659,19 @@ impl Pass<'_> {
                 .lock()
                 .ok()
                 .and_then(|in_line| in_line.get(&key).cloned());
-            if let (Some(seen), Some((desired_then, seen_then))) = (seen, known)
-                && desired_then == wanted
-                && *seen == seen_then
+            if let (Some(seen), Some((desired_then, seen_then))) = (seen, &known)
+                && *desired_then == wanted
+                && seen == seen_then
             {
                 return Ok(false);
             }
+            debug!(
+                child = %key,
+                cached = ?seen,
+                known = ?known,
+                desired = %wanted,
+                "reading the whole object: its fingerprint is not known to be in line"
+            );
             if let Some(full) = api.get_opt(&name).await?
                 && holds(&full, desired)?
             {
