@@ -24,6 +24,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::OnceCell;
 
 use crate::watch;
 
@@ -41,6 +42,10 @@ pub struct Cache {
     volumes: Store<PersistentVolume>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     nodes: Store<Node>,
+    /// Set once every store holds its first list. A store's own readiness wakes only the
+    /// last of several tasks waiting on it (kube-runtime's `DelayedInit` keeps one waker),
+    /// so one task waits on the stores and the others wait on this.
+    ready: Arc<OnceCell<()>>,
 }
 
 /// The write sides of a `Cache`: fed by `Writers::watch` (or by hand in tests).
@@ -75,6 +80,7 @@ impl Cache {
             volumes,
             namespaces,
             nodes,
+            ready: Arc::default(),
         };
         let writers = Writers {
             statefulsets: statefulsets_writer,
@@ -92,17 +98,22 @@ impl Cache {
     /// Waits until every store holds its first full list: a pass that ran before would take
     /// existing children for missing ones and write them again.
     pub async fn ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        tokio::try_join!(
-            self.statefulsets.wait_until_ready(),
-            self.services.wait_until_ready(),
-            self.claims.wait_until_ready(),
-            self.cronjobs.wait_until_ready(),
-            self.jobs.wait_until_ready(),
-            self.volumes.wait_until_ready(),
-            self.namespaces.wait_until_ready(),
-            self.nodes.wait_until_ready(),
-        )?;
-        Ok(())
+        self.ready
+            .get_or_try_init(|| async {
+                tokio::try_join!(
+                    self.statefulsets.wait_until_ready(),
+                    self.services.wait_until_ready(),
+                    self.claims.wait_until_ready(),
+                    self.cronjobs.wait_until_ready(),
+                    self.jobs.wait_until_ready(),
+                    self.volumes.wait_until_ready(),
+                    self.namespaces.wait_until_ready(),
+                    self.nodes.wait_until_ready(),
+                )
+                .map(|_| ())
+            })
+            .await
+            .copied()
     }
 
     pub fn statefulset(&self, namespace: &str, name: &str) -> Option<Arc<StatefulSet>> {
@@ -178,11 +189,11 @@ impl Writers {
     /// saw (for the controller to map to their apps), kept as `Cached::keep` says.
     pub fn watch(self, client: &Client, managed: &watcher::Config) -> Watches {
         let namespaces = Api::<PartialObjectMeta<Namespace>>::all(client.clone());
-        let namespaces = watcher(namespaces, watcher::Config::default())
+        // Renewed before the client's read timeout, as every other watch.
+        let renewed = watcher::Config::default().timeout(managed.timeout.unwrap_or(290));
+        let namespaces = watcher(namespaces, renewed.clone())
             .reflect(self.namespaces)
             .touched_objects();
-        // Every node: the app's data may go to any that its pods can run on.
-        let nodes = watcher::Config::default().timeout(managed.timeout.unwrap_or(290));
         Watches {
             statefulsets: Box::pin(cached(client, managed, self.statefulsets)),
             services: Box::pin(cached(client, managed, self.services)),
@@ -191,7 +202,8 @@ impl Writers {
             jobs: Box::pin(cached(client, managed, self.jobs)),
             volumes: Box::pin(cached(client, managed, self.volumes)),
             namespaces: Box::pin(watch::resilient(namespaces, "Namespace".into())),
-            nodes: Box::pin(cached(client, &nodes, self.nodes)),
+            // Every node: the app's data may go to any that its pods can run on.
+            nodes: Box::pin(cached(client, &renewed, self.nodes)),
         }
     }
 }
@@ -305,4 +317,47 @@ fn cached<K: Cached>(
         .reflect(writer)
         .touched_objects();
     watch::resilient(objects, K::kind(&()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn fill<K: Cached>(writer: &mut Writer<K>) {
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    #[tokio::test]
+    async fn every_pass_waiting_for_the_first_lists_goes_on_once_they_are_in() {
+        let (cache, mut writers) = Cache::new();
+        let waiting: Vec<_> = (0..5)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.ready().await.is_ok() })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        fill(&mut writers.statefulsets);
+        fill(&mut writers.services);
+        fill(&mut writers.claims);
+        fill(&mut writers.cronjobs);
+        fill(&mut writers.jobs);
+        fill(&mut writers.volumes);
+        fill(&mut writers.nodes);
+        writers
+            .namespaces
+            .apply_watcher_event(&watcher::Event::Init);
+        writers
+            .namespaces
+            .apply_watcher_event(&watcher::Event::InitDone);
+        for pass in waiting {
+            let ready = tokio::time::timeout(Duration::from_secs(5), pass).await;
+            assert!(
+                matches!(ready, Ok(Ok(true))),
+                "a waiting pass was never woken"
+            );
+        }
+    }
 }
