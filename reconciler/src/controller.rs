@@ -619,7 +619,7 @@ impl Pass<'_> {
     }
 
     /// Applies `desired` unless the cluster already has every field of it.
-    async fn apply<K>(&self, desired: &K, observed: Option<&K>) -> Result<bool, Error>
+    async fn apply<K>(&self, desired: &K, observed: Option<&K>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Serialize
@@ -627,14 +627,15 @@ impl Pass<'_> {
             + Clone
             + std::fmt::Debug,
     {
-        apply_to(&self.api::<K>(), desired, observed, self.ctx).await
+        apply_to(&self.api::<K>(), desired, observed, self.ctx).await?;
+        Ok(())
     }
 
     /// Applies a StatefulSet or CronJob, whose cached copy holds a fingerprint in place of
     /// its spec (see `cache::Cached`). It is in line when this replica last found it (or
     /// made it) with that same fingerprint, desiring the same; otherwise (after a restart, a
     /// hand edit, a new spec) a fresh read of the whole object decides.
-    async fn apply_fingerprinted<K>(&self, desired: &K, cached: Option<&K>) -> Result<bool, Error>
+    async fn apply_fingerprinted<K>(&self, desired: &K, cached: Option<&K>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Serialize
@@ -663,7 +664,7 @@ impl Pass<'_> {
                 && *desired_then == wanted
                 && seen == seen_then
             {
-                return Ok(false);
+                return Ok(());
             }
             debug!(
                 child = %key,
@@ -676,20 +677,13 @@ impl Pass<'_> {
                 && holds(&full, desired)?
             {
                 remember(&full);
-                return Ok(false);
+                return Ok(());
             }
         }
-        info!(child = %children::describe(desired), "applying");
-        let written = api
-            .patch(
-                &name,
-                &PatchParams::apply(names::FIELD_MANAGER).force(),
-                &Patch::Apply(desired),
-            )
-            .await?;
-        self.ctx.metrics.writes.inc();
-        remember(&written);
-        Ok(true)
+        if let Some(written) = apply_to(&api, desired, None, self.ctx).await? {
+            remember(&written);
+        }
+        Ok(())
     }
 
     /// Creates a mover Job.
@@ -724,30 +718,33 @@ impl Pass<'_> {
     }
 }
 
+/// Applies `desired` by server-side apply unless `observed` already has every field of it;
+/// returns the object as the API server wrote it, if it was written.
 async fn apply_to<K>(
     api: &Api<K>,
     desired: &K,
     observed: Option<&K>,
     ctx: &Context,
-) -> Result<bool, Error>
+) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
 {
     if let Some(observed) = observed
         && holds(observed, desired)?
     {
-        return Ok(false);
+        return Ok(None);
     }
     let name = desired.meta().name.clone().unwrap_or_default();
     info!(child = %children::describe(desired), "applying");
-    api.patch(
-        &name,
-        &PatchParams::apply(names::FIELD_MANAGER).force(),
-        &Patch::Apply(desired),
-    )
-    .await?;
+    let written = api
+        .patch(
+            &name,
+            &PatchParams::apply(names::FIELD_MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await?;
     ctx.metrics.writes.inc();
-    Ok(true)
+    Ok(Some(written))
 }
 
 /// Whether `observed` has every field of `desired`, with the same values.
