@@ -1115,9 +1115,11 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             &format!("{ready}/{wanted} replicas ready"),
         );
     }
+    // An app held stopped (a restore that failed mid-swap) has nothing to wait for: only
+    // replicas asked of the StatefulSet and not yet ready are.
     let busy = gate.in_progress
         || backing_up.is_some()
-        || ready != wanted
+        || ready != replicas
         || pass
             .status
             .backup_request

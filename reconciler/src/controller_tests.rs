@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 
-use super::{Context, reconcile};
+use super::{Context, LEADERSHIP_RECHECK, RESYNC, WAIT, reconcile};
+use kube::runtime::controller::Action;
+
 use crate::cache::{Cache, Cached};
 use crate::children::{self, AppRef, Settings};
 use crate::leader::Leadership;
@@ -78,14 +80,17 @@ impl Api {
     }
 
     /// Runs one reconcile pass of `app` against the canned answers.
-    async fn reconcile(self, app: HelloStateful) -> (Result<(), String>, Vec<Seen>) {
+    async fn reconcile(self, app: HelloStateful) -> (Result<Action, String>, Vec<Seen>) {
         let (mut results, seen) = self.passes(vec![app]).await;
         (results.remove(0), seen)
     }
 
     /// Runs a reconcile pass over each of `apps` in turn, as the controller's cache would
     /// hand them over, in one reconciler; the API server's own copy of the app is the last.
-    async fn passes(mut self, apps: Vec<HelloStateful>) -> (Vec<Result<(), String>>, Vec<Seen>) {
+    async fn passes(
+        mut self,
+        apps: Vec<HelloStateful>,
+    ) -> (Vec<Result<Action, String>>, Vec<Seen>) {
         if let Some(last) = apps.last() {
             self = self.on("GET", APP, value(last));
         }
@@ -162,7 +167,7 @@ impl Api {
         let mut results = Vec::new();
         for app in apps {
             let result = reconcile(Arc::new(app), ctx.clone()).await;
-            results.push(result.map(|_| ()).map_err(|e| e.to_string()));
+            results.push(result.map_err(|e| e.to_string()));
         }
         drop(ctx);
         let seen = server.await.expect("mock server");
@@ -369,7 +374,7 @@ fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
 async fn a_running_app_in_sync_causes_no_child_write() {
     let app = app(seed(), json!({}), json!({}));
     let (result, seen) = running(&app, 1).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     // Only its first status; no child is written.
     assert_eq!(writes(&seen), [format!("PATCH {STATUS}")]);
     let status = status_written(&seen);
@@ -383,7 +388,7 @@ async fn a_running_app_in_sync_causes_no_child_write() {
 async fn a_replica_without_the_lease_makes_no_request_and_no_failure() {
     let app = app(seed(), json!({}), json!({}));
     let (result, seen) = Api::new().not_leading().reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(LEADERSHIP_RECHECK)));
     assert!(seen.is_empty(), "{seen:?}");
 }
 
@@ -393,7 +398,7 @@ async fn a_second_pass_over_an_unchanged_app_writes_nothing_at_all() {
     let (_, seen) = running(&first, 1).reconcile(first.clone()).await;
     let settled = app(seed(), json!({}), status_written(&seen));
     let (result, seen) = running(&settled, 1).reconcile(settled).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert_eq!(writes(&seen), Vec::<String>::new());
 }
 
@@ -405,7 +410,10 @@ async fn an_app_at_rest_is_reconciled_from_the_cache_without_a_single_request() 
     let (results, seen) = running(&settled, 1)
         .passes(vec![settled.clone(), settled])
         .await;
-    assert_eq!(results, [Ok(()), Ok(()),]);
+    assert_eq!(
+        results,
+        [Ok(Action::requeue(RESYNC)), Ok(Action::requeue(RESYNC)),]
+    );
     // The first pass of a reconciler reads the StatefulSet and CronJob once in full (its
     // cache keeps only their fingerprints); the second sends nothing at all.
     let requests: Vec<_> = seen
@@ -430,7 +438,7 @@ async fn a_statefulset_edited_by_hand_is_read_in_full_and_set_right() {
         .on("GET", STS, edited)
         .reconcile(settled)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert_eq!(writes(&seen), [format!("PATCH {STS}")]);
     let applied = statefulset_made(&seen);
     assert_ne!(
@@ -452,7 +460,14 @@ async fn a_cached_app_older_than_the_last_status_write_is_read_again() {
         .on("PATCH", STATUS, value(&settled))
         .passes(vec![new.clone(), new, settled])
         .await;
-    assert_eq!(results, [Ok(()), Ok(()), Ok(())]);
+    assert_eq!(
+        results,
+        [
+            Ok(Action::requeue(RESYNC)),
+            Ok(Action::requeue(RESYNC)),
+            Ok(Action::requeue(RESYNC))
+        ]
+    );
     let requests: Vec<_> = seen
         .iter()
         .map(|s| format!("{} {}", s.method, s.path))
@@ -483,7 +498,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on("GET", JOBS, list(vec![]));
     let (result, seen) = api.reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let job = names::initial_restore_job("hello", "uid-1", None);
     assert_eq!(
         writes(&seen),
@@ -537,7 +552,7 @@ async fn a_restore_request_stops_the_app_and_waits_for_its_pods() {
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert_eq!(
         writes(&seen),
         [
@@ -602,7 +617,7 @@ async fn a_restore_whose_job_was_removed_before_its_outcome_was_recorded_runs_ag
     let app = app(seed(), annotations, status);
     // The StatefulSet is at 0 replicas and no Job of the app is left (TTL).
     let (result, seen) = running(&app, 0).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert_eq!(statefulset_replicas(&seen), None, "the app stays stopped");
     let created = seen
         .iter()
@@ -637,7 +652,7 @@ async fn the_volumes_of_removed_replicas_are_reported_as_kept_not_as_applied() {
         .on("GET", &two, two_claim)
         .reconcile(app.clone())
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     let status = status_written(&seen);
     let storage = condition(&status, "StorageApplied");
     assert_eq!(storage["status"], "False");
@@ -661,7 +676,7 @@ async fn a_restore_runs_once_the_pods_are_gone() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1"});
     let app = app(seed(), annotations, json!({}));
     let (result, seen) = running(&app, 0).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let created = seen
         .iter()
         .find(|s| s.method == "POST" && s.path == JOBS)
@@ -703,7 +718,7 @@ async fn a_failed_scheduled_backup_is_reported_from_its_pod_once_then_left_alone
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     let status = status_written(&seen);
     let failed = condition(&status, "BackupFailed");
     assert_eq!(failed["status"], "True");
@@ -719,7 +734,7 @@ async fn a_failed_scheduled_backup_is_reported_from_its_pod_once_then_left_alone
         .on("GET", JOBS, list(vec![job]))
         .reconcile(reported)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     // Only a new reconciler's one full read of the StatefulSet and CronJob: no pod list.
     let requests: Vec<_> = seen.iter().map(|s| s.path.as_str()).collect();
     assert_eq!(requests, [STS, CRONJOB], "{seen:#?}");
@@ -737,7 +752,7 @@ async fn a_finished_backup_is_acknowledged_with_its_id() {
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert_eq!(
         writes(&seen),
         [format!("PATCH {STATUS}")],
@@ -761,7 +776,7 @@ async fn a_backup_with_files_that_kept_changing_succeeds_with_a_warning_naming_t
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     let status = status_written(&seen);
     assert_eq!(status["lastBackup"]["inconsistentFiles"], 3);
     let succeeded = condition(&status, "BackupSucceeded");
@@ -783,7 +798,7 @@ async fn an_invalid_schedule_is_reported_not_retried() {
         json!({}),
     );
     let (result, seen) = Api::new().reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::await_change()));
     assert_eq!(
         writes(&seen),
         [format!("PATCH {STATUS}")],
@@ -809,7 +824,7 @@ async fn a_restore_waits_for_a_running_backup() {
         .on("GET", JOBS, list(vec![backup]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no restore Job while a backup copies the data"
@@ -834,7 +849,7 @@ async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
         .on("GET", JOBS, list(vec![restore]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no backup Job yet"
@@ -855,7 +870,7 @@ async fn a_node_path_the_admin_did_not_allow_is_refused_and_nothing_is_made() {
             "backup": {"target": {"hostPath": hostile}}});
         let app = app(spec, json!({}), json!({}));
         let (result, seen) = Api::new().reconcile(app).await;
-        assert_eq!(result, Ok(()));
+        assert_eq!(result, Ok(Action::await_change()));
         assert_eq!(
             writes(&seen),
             [format!("PATCH {STATUS}")],
@@ -880,7 +895,7 @@ async fn backups_left_by_an_earlier_namespace_of_the_same_name_are_not_handed_ov
         .on("GET", NAMESPACE, namespace("another-uid"))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert_eq!(writes(&seen), [format!("PATCH {STATUS}")]);
     let ready = condition(&status_written(&seen), "Ready").clone();
     assert_eq!(ready["reason"], "BackupsOfAnotherNamespace");
@@ -903,7 +918,7 @@ async fn a_volume_made_by_0_1_0_stays_in_use_under_its_old_name() {
         .on("GET", PVC, claim)
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert_eq!(
         writes(&seen),
         [format!("PATCH {STATUS}")],
@@ -933,7 +948,7 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
         )
         .on("GET", &format!("{JOBS}/{wipe}"), finished);
     let (result, seen) = api.reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::await_change()));
     let requests: Vec<String> = seen
         .iter()
         .map(|s| format!("{} {}", s.method, s.path))
@@ -992,7 +1007,7 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
         )
         .on("GET", &format!("{JOBS}/{purge}"), finished);
     let (result, seen) = api.reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::await_change()));
     let writes = writes(&seen);
     assert!(
         writes.contains(&format!("DELETE {BACKUP_PVC}"))
@@ -1039,7 +1054,7 @@ async fn a_second_restore_token_waits_for_the_restore_job_that_runs() {
         .on("GET", JOBS, list(vec![active_restore_job(&first)]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no second restore Job beside the first"
@@ -1089,7 +1104,9 @@ async fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_and_says_how_to_fi
             .on("GET", PODS, list(vec![pod]))
             .reconcile(first)
             .await;
-        assert_eq!(result, Ok(()));
+        // Held stopped, nothing is polled; started again, its pods are waited for.
+        let action = Action::requeue(if stopped { RESYNC } else { WAIT });
+        assert_eq!(result, Ok(action.clone()));
         let request = status_written(&seen)["restoreRequest"].clone();
         assert_eq!(request["phase"], "Failed");
         let message = request["message"].as_str().unwrap_or_default().to_owned();
@@ -1109,7 +1126,7 @@ async fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_and_says_how_to_fi
         let status = json!({"restoreRequest": request});
         let later = app(seed(), json!({names::RESTORE_REQUESTED: "t1"}), status);
         let (result, seen) = running(&later, 0).reconcile(later).await;
-        assert_eq!(result, Ok(()));
+        assert_eq!(result, Ok(action));
         let replicas = statefulset_replicas(&seen).unwrap_or(json!(0));
         assert_eq!(replicas, json!(if stopped { 0 } else { 1 }), "{message}");
     }
@@ -1125,7 +1142,7 @@ async fn a_withdrawn_restore_request_keeps_the_app_stopped_until_its_job_ends() 
         .on("GET", JOBS, list(vec![active_restore_job(&job)]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert_eq!(statefulset_replicas(&seen), Some(json!(0)));
     let restoring = condition(&status_written(&seen), "Restoring").clone();
     assert_eq!(restoring["status"], "True");
@@ -1149,7 +1166,7 @@ async fn turning_off_restore_from_existing_during_the_initial_restore_does_not_s
         )
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert_eq!(statefulset_replicas(&seen), None, "no StatefulSet yet");
 }
 
@@ -1169,7 +1186,7 @@ async fn a_restore_job_whose_pod_never_starts_is_stopped_with_the_reason() {
         .on("GET", "/api/v1/namespaces/ns1/events", list(vec![refused]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let asked = seen
         .iter()
         .find(|s| s.path == "/api/v1/namespaces/ns1/events")
@@ -1212,7 +1229,7 @@ async fn a_lost_status_write_after_the_initial_restore_is_made_good_by_the_next_
     let mut sts = value(&children::statefulset(&app_ref, 1, None, Some(record)).expect("sts"));
     sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
     let (result, seen) = running(&app, 1).on("GET", STS, sts).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     let status = status_written(&seen);
     assert_eq!(status["isRestored"], true);
     let restoring = condition(&status, "Restoring");
@@ -1241,7 +1258,7 @@ async fn the_statefulset_made_after_an_initial_restore_records_its_outcome() {
         )
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let sts = statefulset_made(&seen);
     // No pod log is served here: the mover's summary is missing, so "no backup".
     assert_eq!(
@@ -1278,7 +1295,7 @@ async fn a_failed_initial_restore_is_retried_by_a_new_token_in_a_job_of_its_own(
         failed_status("it failed"),
     );
     let (result, seen) = first_attempt_failed(&app).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let retry = names::initial_restore_job("hello", "uid-1", Some("t2"));
     let created = seen
         .iter()
@@ -1312,7 +1329,7 @@ async fn a_failed_initial_restore_says_how_to_retry_and_is_not_run_again_when_it
         .without("GET", STS)
         .reconcile(later)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::await_change()));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no silent re-run"
@@ -1335,7 +1352,7 @@ async fn a_request_older_than_the_app_came_with_its_yaml_and_is_ignored() {
         "2026-11-29T12:00:00Z".parse().expect("time"),
     ));
     let (result, seen) = running(&app, 1).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no Job for a copied request"
@@ -1366,7 +1383,11 @@ async fn a_child_the_api_server_refuses_is_reported_in_its_own_words() {
         .refuse("PATCH", CRONJOB, refusal)
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()), "a refusal is reported, not retried");
+    assert_eq!(
+        result,
+        Ok(Action::await_change()),
+        "a refusal is reported, not retried"
+    );
     // The pass writes what it saw, then the refusal.
     let last = seen
         .iter()
@@ -1428,7 +1449,7 @@ fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
 async fn an_app_created_from_another_apps_backup_restores_it_on_its_node_before_starting() {
     let (app, api) = created_from_old(true);
     let (result, seen) = api.reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let volume = seen
         .iter()
         .find(|s| s.method == "PATCH" && s.path == format!("{PVS}/hellostateful.ns1.hello.0"))
@@ -1480,7 +1501,7 @@ async fn an_app_created_from_another_apps_backup_restores_it_on_its_node_before_
 async fn an_app_created_from_an_app_without_backups_stays_stopped_and_says_why() {
     let (app, api) = created_from_old(false);
     let (result, seen) = api.reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert!(
         !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
         "no Job without a source"
@@ -1523,7 +1544,7 @@ async fn the_outcome_of_a_restore_from_another_app_is_recorded_and_reported() {
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     let sts = statefulset_made(&seen);
     assert_eq!(
         sts.body["metadata"]["annotations"][names::INITIAL_RESTORE],
@@ -1542,7 +1563,7 @@ async fn turning_the_restore_off_after_it_failed_starts_the_app_on_empty_volumes
     let spec = json!({"replicas": 1, "restoreFromExisting": false});
     let app = app(spec, json!({}), failed_status("it failed"));
     let (result, seen) = first_attempt_failed(&app).reconcile(app).await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
     assert_eq!(statefulset_replicas(&seen), Some(json!(1)));
     let status = status_written(&seen);
     assert_eq!(condition(&status, "Restoring")["reason"], "NotRestored");
@@ -1580,7 +1601,7 @@ async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_reco
         .on("GET", JOBS, list(vec![body]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
     assert!(
         seen.iter().any(|s| s.method == "PATCH"
             && s.path == format!("{JOBS}/{job}")
@@ -1599,7 +1620,7 @@ async fn a_reported_failed_restore_from_another_app_releases_its_backup_claim() 
         .on("GET", JOBS, list(vec![body]))
         .reconcile(app)
         .await;
-    assert_eq!(result, Ok(()));
+    assert_eq!(result, Ok(Action::await_change()));
     assert!(
         seen.iter().any(|s| s.method == "PATCH"
             && s.path == format!("{JOBS}/{job}")
