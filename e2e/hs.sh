@@ -102,7 +102,15 @@ expect_fail() {
 }
 
 # on_fail NS: print debugging details (use as: some_check || { on_fail NS; return 1; })
-on_fail() { dump_debug "$1"; kubectl -n "$RECONCILER_NS" logs deploy/hellostateful-reconciler --tail=40 >&2 || true; }
+on_fail() {
+  dump_debug "$1"
+  kubectl -n "$RECONCILER_NS" logs deploy/hellostateful-reconciler --tail=40 >&2 || true
+  # Last, so that the end of a long failure output (what CI shows) says where things stand.
+  echo "----- summary: namespace $1 -----" >&2
+  kubectl -n "$1" get hellostateful,statefulset,pods,pvc -o wide >&2 2>&1 || true
+  kubectl -n "$1" get hellostateful -o jsonpath='{range .items[*]}{.metadata.name}: {range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}{end}' >&2 2>&1 || true
+  kubectl -n "$RECONCILER_NS" get pods -o wide >&2 2>&1 || true
+}
 
 # metric_above NAME VALUE: the reconciler's counter NAME is above VALUE.
 metric_above() { (( $(reconciler_metric "$1") > $2 )); }
