@@ -40,14 +40,15 @@ use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
 use crate::placement;
+use crate::progress;
 use crate::watch;
 
 /// How often an app that needs nothing is looked at again: a safety net should a watch
 /// event be missed (watches resume on their own within seconds, see `watch`).
-const RESYNC: Duration = Duration::from_secs(120);
+pub(crate) const RESYNC: Duration = Duration::from_secs(120);
 /// How soon an app that waits on something (pods stopping, a Job) is looked at again, in
 /// case no watch event arrives.
-const WAIT: Duration = Duration::from_secs(3);
+pub(crate) const WAIT: Duration = Duration::from_secs(3);
 /// How long one API response may take before the request fails and is retried.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Watches end on the server's side before the read timeout, and are renewed.
@@ -1056,76 +1057,18 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     on_demand_backup(pass, &jobs, gate.in_progress).await?;
     record_backups(pass, &jobs).await?;
 
-    // Ready, Restoring, BackingUp.
-    let ready = statefulset
-        .as_ref()
-        .and_then(|s| s.status.as_ref())
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0);
-    pass.status.ready_replicas = ready;
-    let wanted = spec.replicas;
-    let backing_up = jobs
-        .iter()
-        .filter(|job| component(job) == Some(Component::Backup))
-        .find(|job| jobs::is_active(job))
-        .map(|job| job.name_any());
-    let mut conditions = pass.conditions();
-    match &backing_up {
-        Some(job) => conditions.set(
-            conditions::BACKING_UP,
-            true,
-            "JobRunning",
-            &format!("Job {job} is copying the app's data"),
-        ),
-        None => conditions.set(
-            conditions::BACKING_UP,
-            false,
-            "Idle",
-            "no backup is running",
-        ),
+    let observed = progress::Observed {
+        statefulset: statefulset.as_deref(),
+        jobs: &jobs,
+        restoring: gate.in_progress,
+        wanted: spec.replicas,
+        asked: replicas,
     };
-    // A finished restore's outcome stays as the reason until the next one.
-    if !gate.in_progress && !conditions.has(conditions::RESTORING) {
-        conditions.set(
-            conditions::RESTORING,
-            false,
-            "Idle",
-            "no restore is running",
-        );
-    }
-    if gate.in_progress {
-        conditions.set(
-            conditions::READY,
-            false,
-            "Restoring",
-            "the app is stopped while its data is restored",
-        );
-    } else if ready >= wanted {
-        conditions.set(
-            conditions::READY,
-            true,
-            "AllReplicasReady",
-            &format!("{ready}/{wanted} replicas ready"),
-        );
-    } else {
-        conditions.set(
-            conditions::READY,
-            false,
-            "ReplicasNotReady",
-            &format!("{ready}/{wanted} replicas ready"),
-        );
-    }
-    // An app held stopped (a restore that failed mid-swap) has nothing to wait for: only
-    // replicas asked of the StatefulSet and not yet ready are.
-    let busy = gate.in_progress
-        || backing_up.is_some()
-        || ready != replicas
-        || pass
-            .status
-            .backup_request
-            .as_ref()
-            .is_some_and(|r| !r.phase.is_final());
-    Ok(Action::requeue(if busy { WAIT } else { RESYNC }))
+    Ok(progress::report(
+        &mut pass.status,
+        app.app.metadata.generation,
+        &observed,
+    ))
 }
 
 /// The app's mover Jobs. From the cache, except while a restore may be starting or running
@@ -1417,14 +1360,6 @@ fn waiting(pass: &mut Pass<'_>, reason: &str, message: String) -> Result<Action,
     Ok(Action::requeue(WAIT))
 }
 
-fn component(job: &Job) -> Option<Component> {
-    match job.labels().get("app.kubernetes.io/component")?.as_str() {
-        "backup" => Some(Component::Backup),
-        "restore" => Some(Component::Restore),
-        _ => None,
-    }
-}
-
 /// The node of the app's static volumes: where existing volumes are pinned, else where the
 /// status says, else one the app's pods can run on (see `placement`). The inner `Err` says
 /// why no node can.
@@ -1540,7 +1475,7 @@ enum InitialRestore {
 /// Whether `job` is an attempt of this app's initial restore.
 fn is_initial_attempt(job: &Job, uid: &str) -> bool {
     let labels = job.labels();
-    component(job) == Some(Component::Restore)
+    jobs::component(job) == Some(Component::Restore)
         && labels.get(names::ACTION_LABEL).map(String::as_str) == Some(INITIAL_RESTORE_ACTION)
         && job.owner_references().iter().any(|owner| owner.uid == uid)
 }
@@ -1836,7 +1771,7 @@ async fn on_demand_restore(
     // app stopped even when its request was withdrawn or replaced.
     let running_restore = jobs
         .iter()
-        .filter(|job| component(job) == Some(Component::Restore))
+        .filter(|job| jobs::component(job) == Some(Component::Restore))
         .find(|job| jobs::is_active(job))
         .map(|job| job.name_any());
     let token = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
@@ -1958,7 +1893,7 @@ async fn on_demand_restore(
             gate.in_progress = true;
             let backup = jobs
                 .iter()
-                .filter(|job| component(job) == Some(Component::Backup))
+                .filter(|job| jobs::component(job) == Some(Component::Backup))
                 .find(|job| jobs::is_active(job));
             let pods = pass
                 .api::<Pod>()
@@ -2140,7 +2075,7 @@ async fn on_demand_backup(
 async fn record_backups(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let newest = jobs
         .iter()
-        .filter(|job| component(job) == Some(Component::Backup))
+        .filter(|job| jobs::component(job) == Some(Component::Backup))
         .filter(|job| jobs::state(job) != JobState::Running)
         .max_by_key(|job| jobs::finished_at(job));
     let Some(job) = newest else {

@@ -1,10 +1,11 @@
 //! Reading a mover Job's outcome from the Job and its pod, so that a restarted reconciler
 //! learns where every action stands from the cluster alone.
 
-use hellostateful_api::names;
+use hellostateful_api::names::{self, Component};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 
 /// Container waiting reasons that do not go away by waiting.
 const HOPELESS_WAITS: [&str; 5] = [
@@ -24,6 +25,15 @@ pub enum JobState {
     Succeeded,
     /// Finished: it gave up, with the reason.
     Failed(String),
+}
+
+/// What a mover Job does, from its component label.
+pub fn component(job: &Job) -> Option<Component> {
+    match job.labels().get("app.kubernetes.io/component")?.as_str() {
+        "backup" => Some(Component::Backup),
+        "restore" => Some(Component::Restore),
+        _ => None,
+    }
 }
 
 /// The state of `job` from its conditions.

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod location;
 pub mod metrics;
 pub mod placement;
+pub mod progress;
 pub mod server;
 pub mod watch;
 

@@ -1,0 +1,263 @@
+//! What a pass reports once the app's children are in place: replicas ready, whether a
+//! backup or restore runs, Ready, and when to look again. A pure decision from what the
+//! pass observed, so each case is tested without an API server.
+
+use std::sync::Arc;
+
+use hellostateful_api::HelloStatefulStatus;
+use hellostateful_api::names::Component;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use crate::conditions::{self, Conditions};
+use crate::controller::{RESYNC, WAIT};
+use crate::jobs;
+
+/// What the pass observed and decided, as far as progress is concerned.
+pub struct Observed<'a> {
+    /// The StatefulSet as cached: its status says how many replicas are ready.
+    pub statefulset: Option<&'a StatefulSet>,
+    /// The app's mover Jobs.
+    pub jobs: &'a [Arc<Job>],
+    /// A restore is under way: the app is stopped for it.
+    pub restoring: bool,
+    /// The replicas the spec asks for.
+    pub wanted: i32,
+    /// The replicas this pass asked of the StatefulSet (fewer while the app is held stopped).
+    pub asked: i32,
+}
+
+/// Sets `readyReplicas` and the BackingUp, Restoring and Ready conditions; returns when to
+/// look again: soon while anything is under way, at the resync otherwise.
+pub fn report(
+    status: &mut HelloStatefulStatus,
+    generation: Option<i64>,
+    seen: &Observed,
+) -> Action {
+    let ready = seen
+        .statefulset
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    status.ready_replicas = ready;
+    let backing_up = seen
+        .jobs
+        .iter()
+        .filter(|job| jobs::component(job) == Some(Component::Backup))
+        .find(|job| jobs::is_active(job))
+        .map(|job| job.name_any());
+    let pending_request = status
+        .backup_request
+        .as_ref()
+        .is_some_and(|r| !r.phase.is_final());
+    let mut conditions = Conditions::new(&mut status.conditions, generation);
+    match &backing_up {
+        Some(job) => conditions.set(
+            conditions::BACKING_UP,
+            true,
+            "JobRunning",
+            &format!("Job {job} is copying the app's data"),
+        ),
+        None => conditions.set(
+            conditions::BACKING_UP,
+            false,
+            "Idle",
+            "no backup is running",
+        ),
+    };
+    // A finished restore's outcome stays as the reason until the next one.
+    if !seen.restoring && !conditions.has(conditions::RESTORING) {
+        conditions.set(
+            conditions::RESTORING,
+            false,
+            "Idle",
+            "no restore is running",
+        );
+    }
+    let wanted = seen.wanted;
+    if seen.restoring {
+        conditions.set(
+            conditions::READY,
+            false,
+            "Restoring",
+            "the app is stopped while its data is restored",
+        );
+    } else if ready >= wanted {
+        conditions.set(
+            conditions::READY,
+            true,
+            "AllReplicasReady",
+            &format!("{ready}/{wanted} replicas ready"),
+        );
+    } else {
+        conditions.set(
+            conditions::READY,
+            false,
+            "ReplicasNotReady",
+            &format!("{ready}/{wanted} replicas ready"),
+        );
+    }
+    // An app held stopped (a restore that failed mid-swap) has nothing to wait for: only
+    // replicas asked of the StatefulSet and not yet ready are.
+    let busy = seen.restoring || backing_up.is_some() || ready != seen.asked || pending_request;
+    Action::requeue(if busy { WAIT } else { RESYNC })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hellostateful_api::names;
+    use hellostateful_api::{RequestPhase, RequestStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use serde_json::json;
+
+    fn statefulset(ready: i32) -> StatefulSet {
+        serde_json::from_value(json!({"metadata": {"name": "hello"}, "status": {"replicas": ready, "readyReplicas": ready}}))
+            .expect("statefulset")
+    }
+
+    fn running_job(component: Component) -> Arc<Job> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "backup-hello-1", "labels": names::labels("hello", component)},
+                "status": {"active": 1},
+            }))
+            .expect("job"),
+        )
+    }
+
+    fn condition<'a>(status: &'a HelloStatefulStatus, kind: &str) -> &'a Condition {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap_or_else(|| panic!("no {kind} condition"))
+    }
+
+    fn observed<'a>(sts: Option<&'a StatefulSet>, jobs: &'a [Arc<Job>]) -> Observed<'a> {
+        Observed {
+            statefulset: sts,
+            jobs,
+            restoring: false,
+            wanted: 2,
+            asked: 2,
+        }
+    }
+
+    #[test]
+    fn an_app_with_every_replica_ready_is_ready_and_looked_at_again_at_the_resync() {
+        let mut status = HelloStatefulStatus::default();
+        let sts = statefulset(2);
+        let action = report(&mut status, Some(3), &observed(Some(&sts), &[]));
+        assert_eq!(action, Action::requeue(RESYNC));
+        assert_eq!(status.ready_replicas, 2);
+        let ready = condition(&status, conditions::READY);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "AllReplicasReady")
+        );
+        assert_eq!(ready.observed_generation, Some(3));
+        assert_eq!(condition(&status, conditions::BACKING_UP).status, "False");
+        assert_eq!(condition(&status, conditions::RESTORING).reason, "Idle");
+    }
+
+    #[test]
+    fn replicas_not_yet_ready_are_waited_for() {
+        let mut status = HelloStatefulStatus::default();
+        let sts = statefulset(1);
+        let action = report(&mut status, None, &observed(Some(&sts), &[]));
+        assert_eq!(action, Action::requeue(WAIT));
+        let ready = condition(&status, conditions::READY);
+        assert_eq!(
+            (ready.status.as_str(), ready.message.as_str()),
+            ("False", "1/2 replicas ready")
+        );
+    }
+
+    #[test]
+    fn an_app_held_stopped_is_not_ready_and_not_polled() {
+        let mut status = HelloStatefulStatus::default();
+        let sts = statefulset(0);
+        let held = Observed {
+            asked: 0,
+            ..observed(Some(&sts), &[])
+        };
+        assert_eq!(report(&mut status, None, &held), Action::requeue(RESYNC));
+        assert_eq!(
+            condition(&status, conditions::READY).reason,
+            "ReplicasNotReady"
+        );
+    }
+
+    #[test]
+    fn a_running_backup_is_reported_and_watched() {
+        let mut status = HelloStatefulStatus::default();
+        let sts = statefulset(2);
+        let jobs = [running_job(Component::Backup)];
+        let action = report(&mut status, None, &observed(Some(&sts), &jobs));
+        assert_eq!(action, Action::requeue(WAIT));
+        let backing_up = condition(&status, conditions::BACKING_UP);
+        assert_eq!(backing_up.status, "True");
+        assert!(
+            backing_up.message.contains("backup-hello-1"),
+            "{}",
+            backing_up.message
+        );
+        // A running restore Job is not a backup.
+        let mut status = HelloStatefulStatus::default();
+        let jobs = [running_job(Component::Restore)];
+        report(&mut status, None, &observed(Some(&sts), &jobs));
+        assert_eq!(condition(&status, conditions::BACKING_UP).status, "False");
+    }
+
+    #[test]
+    fn a_restore_under_way_keeps_the_app_unready_and_keeps_its_own_reason() {
+        let mut status = HelloStatefulStatus::default();
+        Conditions::new(&mut status.conditions, None).set(
+            conditions::RESTORING,
+            true,
+            "JobRunning",
+            "Job restore-hello-1 restores",
+        );
+        let restoring = Observed {
+            restoring: true,
+            asked: 0,
+            ..observed(None, &[])
+        };
+        assert_eq!(report(&mut status, None, &restoring), Action::requeue(WAIT));
+        assert_eq!(condition(&status, conditions::READY).reason, "Restoring");
+        assert_eq!(
+            condition(&status, conditions::RESTORING).reason,
+            "JobRunning"
+        );
+        // Once it is over, the outcome it left stays the reason.
+        let sts = statefulset(2);
+        report(&mut status, None, &observed(Some(&sts), &[]));
+        assert_eq!(
+            condition(&status, conditions::RESTORING).reason,
+            "JobRunning"
+        );
+        assert_eq!(condition(&status, conditions::READY).status, "True");
+    }
+
+    #[test]
+    fn a_backup_request_not_yet_final_is_waited_for() {
+        let mut status = HelloStatefulStatus {
+            backup_request: Some(RequestStatus {
+                token: "t1".into(),
+                phase: RequestPhase::Pending,
+                job: None,
+                backup_id: None,
+                message: None,
+            }),
+            ..Default::default()
+        };
+        let sts = statefulset(2);
+        assert_eq!(
+            report(&mut status, None, &observed(Some(&sts), &[])),
+            Action::requeue(WAIT)
+        );
+    }
+}
