@@ -212,8 +212,22 @@ test_create_from_backup_restores_an_older_backup_of_another_app() {
   app_ready "$NS" demo
 }
 
+# schedule_suspended NS APP: the CronJob of APP's scheduled backups is suspended.
+schedule_suspended() { [[ $(kubectl -n "$1" get cronjob "backup-$2" -o jsonpath='{.spec.suspend}') == true ]]; }
+
+# no_backup_running NS APP: every backup Job of APP has finished.
+no_backup_running() {
+  kubectl -n "$1" get jobs -l "app.kubernetes.io/instance=$2,app.kubernetes.io/component=backup" -o json |
+    jq -e '[.items[] | select([.status.conditions[]? | select((.type == "Complete" or .type == "Failed") and .status == "True")] | length == 0)] | length == 0' >/dev/null
+}
+
 test_backups_describe_verify_and_delete_one() {
   local ids oldest newest out log
+  # Which backup is the newest must not change mid-test: no scheduled backup may land.
+  kubectl -n "$NS" patch hellostateful demo --type merge -p '{"spec":{"backup":{"suspend":true}}}' >/dev/null
+  trap "kubectl -n '$NS' patch hellostateful demo --type merge -p '{\"spec\":{\"backup\":{\"suspend\":false}}}' >/dev/null" EXIT
+  wait_for "scheduled backups suspended" 60 schedule_suspended "$NS" demo
+  wait_for "no backup running" 180 no_backup_running "$NS" demo
   ids=$(backups_of "$NS" demo)
   oldest=$(head -n1 <<<"$ids")
   newest=$(tail -n1 <<<"$ids")
