@@ -324,7 +324,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn fill<K: Cached>(writer: &mut Writer<K>) {
+    fn fill<K: Resource<DynamicType = ()> + Clone>(writer: &mut Writer<K>) {
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitDone);
     }
@@ -346,12 +346,7 @@ mod tests {
         fill(&mut writers.jobs);
         fill(&mut writers.volumes);
         fill(&mut writers.nodes);
-        writers
-            .namespaces
-            .apply_watcher_event(&watcher::Event::Init);
-        writers
-            .namespaces
-            .apply_watcher_event(&watcher::Event::InitDone);
+        fill(&mut writers.namespaces);
         for pass in waiting {
             let ready = tokio::time::timeout(Duration::from_secs(5), pass).await;
             assert!(

@@ -1769,11 +1769,7 @@ async fn on_demand_restore(
     let old = pass.status.restore_request.clone();
     // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
     // app stopped even when its request was withdrawn or replaced.
-    let running_restore = jobs
-        .iter()
-        .filter(|job| jobs::component(job) == Some(Component::Restore))
-        .find(|job| jobs::is_active(job))
-        .map(|job| job.name_any());
+    let running_restore = jobs::running(jobs, Component::Restore).map(|job| job.name_any());
     let token = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
         Ok(token) => token,
         Err(ignored) => {
@@ -1891,10 +1887,7 @@ async fn on_demand_restore(
         }
         None => {
             gate.in_progress = true;
-            let backup = jobs
-                .iter()
-                .filter(|job| jobs::component(job) == Some(Component::Backup))
-                .find(|job| jobs::is_active(job));
+            let backup = jobs::running(jobs, Component::Backup);
             let pods = pass
                 .api::<Pod>()
                 .list(&ListParams::default().labels(&names::selector_string(&app.name)))

@@ -1,6 +1,8 @@
 //! Reading a mover Job's outcome from the Job and its pod, so that a restarted reconciler
 //! learns where every action stands from the cluster alone.
 
+use std::sync::Arc;
+
 use hellostateful_api::names::{self, Component};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -34,6 +36,13 @@ pub fn component(job: &Job) -> Option<Component> {
         "restore" => Some(Component::Restore),
         _ => None,
     }
+}
+
+/// The Job of `component` among `jobs` that is still running, if any.
+pub fn running(jobs: &[Arc<Job>], component: Component) -> Option<&Arc<Job>> {
+    jobs.iter()
+        .filter(|job| self::component(job) == Some(component))
+        .find(|job| is_active(job))
 }
 
 /// The state of `job` from its conditions.

@@ -42,12 +42,7 @@ pub fn report(
         .and_then(|s| s.ready_replicas)
         .unwrap_or(0);
     status.ready_replicas = ready;
-    let backing_up = seen
-        .jobs
-        .iter()
-        .filter(|job| jobs::component(job) == Some(Component::Backup))
-        .find(|job| jobs::is_active(job))
-        .map(|job| job.name_any());
+    let backing_up = jobs::running(seen.jobs, Component::Backup).map(|job| job.name_any());
     let pending_request = status
         .backup_request
         .as_ref()
