@@ -32,3 +32,6 @@ pub fn command(mount_path: &str) -> Vec<String> {
         ),
     ]
 }
+
+/// The region object store requests are signed for when the spec names none.
+pub const STORE_REGION: &str = "us-east-1";

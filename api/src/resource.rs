@@ -224,10 +224,11 @@ pub struct BackupSpec {
     pub suspend: bool,
 }
 
-/// Where snapshots are written: a directory on the node, or a PersistentVolumeClaim.
+/// Where snapshots are written: a directory on the node, a PersistentVolumeClaim, or an
+/// S3-compatible object store.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!(has(self.hostPath) && has(self.persistentVolumeClaim))").message("backup.target takes either hostPath or persistentVolumeClaim, not both"))]
+#[x_kube(validation = Rule::new("[has(self.hostPath), has(self.persistentVolumeClaim), has(self.objectStore)].filter(x, x).size() <= 1").message("backup.target takes one of hostPath, persistentVolumeClaim or objectStore"))]
 pub struct BackupTarget {
     /// A node directory that holds backups: one of the backup roots the cluster admin
     /// allows (the reconciler's --backup-roots; default /tmp/backup, the first root when
@@ -242,6 +243,48 @@ pub struct BackupTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub persistent_volume_claim: Option<String>,
+
+    /// An S3-compatible object store (off the node: losing the node loses no backup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStoreTarget>,
+}
+
+/// An S3-compatible object store as the backup target. The app's objects go below
+/// <bucket>/<prefix>/<namespace>/<name>/: file contents named by their BLAKE3 and shared
+/// between snapshots, and one manifest per snapshot, written last.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStoreTarget {
+    /// The S3 endpoint, https://host[:port] (http:// only with insecure: true). The cluster
+    /// admin may restrict endpoints (the reconciler's --object-store-endpoints).
+    #[schemars(length(min = 8, max = 512))]
+    #[x_kube(validation = Rule::new("self.matches('^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$')").message("objectStore.endpoint must be http(s)://host[:port], with no path, user or query"))]
+    pub endpoint: String,
+
+    /// The bucket (created beforehand).
+    #[schemars(length(min = 3, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9][a-z0-9.-]*[a-z0-9]$')").message("objectStore.bucket must be a bucket name: lower-case letters, digits, '.' and '-'"))]
+    pub bucket: String,
+
+    /// Key prefix inside the bucket. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new("self == '' || self.matches('^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$')").message("objectStore.prefix must be '/'-separated segments of letters, digits, '.', '_' and '-', not starting with '.', with no leading, trailing or doubled '/'"))]
+    pub prefix: Option<String>,
+
+    /// The region requests are signed for. Default: us-east-1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub region: Option<String>,
+
+    /// A Secret in the app's namespace with the keys AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY. Only this app's backup and restore Jobs read it.
+    #[schemars(length(min = 1, max = 253))]
+    pub credentials_secret: String,
+
+    /// Allow a plain-HTTP endpoint (test clusters only: keys and data travel unencrypted).
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 /// Retention of snapshots. The newest good snapshot is never deleted.
@@ -407,6 +450,10 @@ impl HelloStatefulSpec {
         let target = self.backup.as_ref().and_then(|b| b.target.as_ref());
         match target {
             Some(BackupTarget {
+                object_store: Some(store),
+                ..
+            }) => ResolvedTarget::ObjectStore(store.clone()),
+            Some(BackupTarget {
                 persistent_volume_claim: Some(claim),
                 ..
             }) => ResolvedTarget::Claim(claim.clone()),
@@ -433,11 +480,74 @@ impl HelloStatefulSpec {
     }
 }
 
+impl ObjectStoreTarget {
+    /// The environment variables the mover reads the keys from, each filled from the key of
+    /// the same name in `credentialsSecret`.
+    pub const KEY_ENV: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+
+    /// The mover's environment: the keys, from `credentialsSecret` of the app's namespace.
+    pub fn mover_env(&self) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
+        use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
+        Self::KEY_ENV
+            .iter()
+            .map(|key| EnvVar {
+                name: (*key).to_string(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: self.credentials_secret.clone(),
+                        key: (*key).to_string(),
+                        optional: None,
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            })
+            .collect()
+    }
+
+    /// The mover's options naming this store, in `--flag=value` form (no value can be
+    /// taken for an option). The keys are never among them.
+    pub fn mover_args(&self) -> Vec<String> {
+        let mut args = vec![
+            format!("--store-endpoint={}", self.endpoint),
+            format!("--store-bucket={}", self.bucket),
+            format!(
+                "--store-prefix={}",
+                self.prefix.as_deref().unwrap_or_default()
+            ),
+            format!(
+                "--store-region={}",
+                self.region.as_deref().unwrap_or(defaults::STORE_REGION)
+            ),
+        ];
+        if self.insecure {
+            args.push("--store-insecure".into());
+        }
+        args
+    }
+
+    /// Where an app's objects are, in words: `object store https://s3.example.com, s3://bucket/prefix/ns/name`.
+    pub fn describe(&self, namespace: &str, name: &str) -> String {
+        let prefix = self
+            .prefix
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{p}/"))
+            .unwrap_or_default();
+        format!(
+            "object store {}, s3://{}/{prefix}{namespace}/{name}",
+            self.endpoint, self.bucket
+        )
+    }
+}
+
 /// The backup target after defaults.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ResolvedTarget {
     /// A directory on the node.
     HostPath(String),
     /// A PersistentVolumeClaim in the app's namespace.
     Claim(String),
+    /// An S3-compatible object store.
+    ObjectStore(ObjectStoreTarget),
 }

@@ -160,6 +160,7 @@ pub fn restore_question(namespace: &str, app: &HelloStateful, from: &str) -> Str
     let target = match app.spec.backup_target() {
         ResolvedTarget::HostPath(path) => format!("node directory {path}"),
         ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {claim}"),
+        ResolvedTarget::ObjectStore(store) => store.describe(namespace, &name),
     };
     format!(
         "Restore {namespace}/{name} from {which} (in {target})?\n  This overwrites all data on the volumes {} of its {replicas} replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?",

@@ -37,6 +37,7 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
             BackupTarget {
                 host_path: args.backup_target_host_path.clone(),
                 persistent_volume_claim: args.backup_target_pvc.clone(),
+                object_store: None,
             }
         });
     let retention = args.keep_last.map(|keep_last| Retention {

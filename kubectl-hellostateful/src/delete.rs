@@ -32,6 +32,7 @@ pub fn backups_place(app: &HelloStateful, namespace: &str) -> String {
         ResolvedTarget::Claim(claim) => {
             format!("PersistentVolumeClaim {namespace}/{claim} under {namespace}/{name}")
         }
+        ResolvedTarget::ObjectStore(store) => store.describe(namespace, &name),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use hellostateful_api::{ResolvedTarget, names};
+use hellostateful_api::{ObjectStoreTarget, ResolvedTarget, names};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
@@ -20,8 +20,8 @@ const DEADLINE: Duration = Duration::from_secs(600);
 /// Where the target is mounted in the pod.
 const MOUNT: &str = "/backup";
 
-/// Which claim holds the backups the pod reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the backups the pod reads are.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Source {
     /// The app's backup claim (`backups-<name>`), bound to its own directory
     /// `<root>/<ns>/<name>` on a node root: it holds only this app's backups, and its
@@ -29,6 +29,8 @@ pub enum Source {
     NodeDirectory,
     /// A claim of the namespace that holds `<ns>/<name>/...` for any number of apps.
     Claim(String),
+    /// An object store, reached with the keys of the app's Secret; nothing is mounted.
+    ObjectStore(ObjectStoreTarget),
 }
 
 impl Source {
@@ -37,6 +39,7 @@ impl Source {
         match target {
             ResolvedTarget::HostPath(_) => Source::NodeDirectory,
             ResolvedTarget::Claim(claim) => Source::Claim(claim),
+            ResolvedTarget::ObjectStore(store) => Source::ObjectStore(store),
         }
     }
 }
@@ -53,7 +56,7 @@ pub enum Task {
 impl Task {
     /// The mover's command line. Values go in `--flag=value` form or after `--`, so that
     /// none is taken for an option.
-    fn args(&self, namespace: &str, name: &str) -> Vec<String> {
+    fn args(&self, namespace: &str, name: &str, source: &Source) -> Vec<String> {
         let mut args: Vec<String> = match self {
             Task::List => vec!["backups".into(), "--json".into()],
             Task::Describe(_) => vec!["describe".into()],
@@ -71,6 +74,23 @@ impl Task {
             format!("--namespace={namespace}"),
             format!("--name={name}"),
         ]);
+        if let Source::ObjectStore(store) = source {
+            args.extend([
+                format!("--store-endpoint={}", store.endpoint),
+                format!("--store-bucket={}", store.bucket),
+                format!(
+                    "--store-prefix={}",
+                    store.prefix.as_deref().unwrap_or_default()
+                ),
+                format!(
+                    "--store-region={}",
+                    store.region.as_deref().unwrap_or("us-east-1")
+                ),
+            ]);
+            if store.insecure {
+                args.push("--store-insecure".into());
+            }
+        }
         match self {
             Task::List => {}
             Task::Describe(id) | Task::Verify(id) | Task::Delete { id, .. } => {
@@ -116,15 +136,25 @@ pub fn build_pod(
     pod_name: &str,
 ) -> Pod {
     // The mover reads `<target>/<ns>/<name>`: the app's own backup claim holds only that
-    // directory, so it is mounted right there.
-    let (claim, mount_path) = match source {
-        Source::NodeDirectory => (
+    // directory, so it is mounted right there. An object store's keys come from the app's
+    // Secret, through the environment.
+    let read_only = !task.writes();
+    let (mut volumes, mut mounts, mut env) = (Vec::new(), Vec::new(), Vec::new());
+    let claim = match source {
+        Source::NodeDirectory => Some((
             names::backup_claim(name),
             format!("{MOUNT}/{namespace}/{name}"),
-        ),
-        Source::Claim(claim) => (claim.clone(), MOUNT.to_string()),
+        )),
+        Source::Claim(claim) => Some((claim.clone(), MOUNT.to_string())),
+        Source::ObjectStore(store) => {
+            env = store.mover_env();
+            None
+        }
     };
-    let read_only = !task.writes();
+    if let Some((claim, mount_path)) = claim {
+        volumes.push(json!({"name": "backup", "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}}));
+        mounts.push(json!({"name": "backup", "mountPath": mount_path, "readOnly": read_only}));
+    }
     let mut labels = names::labels(name, names::Component::Backup);
     labels.insert(
         "app.kubernetes.io/managed-by".to_string(),
@@ -155,8 +185,9 @@ pub fn build_pod(
                 "name": "mover",
                 "image": image,
                 "imagePullPolicy": "IfNotPresent",
-                "args": task.args(namespace, name),
-                "volumeMounts": [{"name": "backup", "mountPath": mount_path, "readOnly": read_only}],
+                "args": task.args(namespace, name, source),
+                "env": env,
+                "volumeMounts": mounts,
                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
                 "securityContext": {
                     "allowPrivilegeEscalation": false,
@@ -164,7 +195,7 @@ pub fn build_pod(
                     "capabilities": capabilities
                 }
             }],
-            "volumes": [{"name": "backup", "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}}]
+            "volumes": volumes
         }
     });
     serde_json::from_value(pod).unwrap_or_default()
@@ -478,6 +509,7 @@ mod tests {
             target: Some(hellostateful_api::BackupTarget {
                 host_path: None,
                 persistent_volume_claim: Some("vault".into()),
+                object_store: None,
             }),
             ..Default::default()
         });

@@ -295,6 +295,7 @@ fn summary(
                         .unwrap_or_default()
                 ),
                 ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {claim}"),
+                ResolvedTarget::ObjectStore(store) => store.describe(&view.namespace, &name),
             },
             app.spec.keep_last()
         ),

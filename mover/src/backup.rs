@@ -38,7 +38,7 @@ use crate::volumes;
 
 /// How many times a file that changes while being copied is copied again before we keep
 /// what we read.
-const COPY_ATTEMPTS: u32 = 3;
+pub(crate) const COPY_ATTEMPTS: u32 = 3;
 
 /// File timestamps come from the kernel's coarse clock, which may lag the clock a
 /// snapshot's start time is read from by a tick: a change this close to the start counts
@@ -46,7 +46,7 @@ const COPY_ATTEMPTS: u32 = 3;
 const CLOCK_SLACK: TimeDelta = TimeDelta::seconds(1);
 
 /// How many inconsistent files the report names (it must fit a termination message).
-const NAMED_INCONSISTENT: usize = 10;
+pub(crate) const NAMED_INCONSISTENT: usize = 10;
 
 /// Directories opened per batch at most (each holds three descriptors until its batch is
 /// written).
@@ -94,14 +94,14 @@ pub struct BackupReport {
 }
 
 #[derive(Debug, Default)]
-struct Totals {
-    bytes: u64,
-    files: u64,
-    new_bytes: u64,
-    linked_files: u64,
-    inconsistent: u64,
+pub(crate) struct Totals {
+    pub bytes: u64,
+    pub files: u64,
+    pub new_bytes: u64,
+    pub linked_files: u64,
+    pub inconsistent: u64,
     /// The first few inconsistent files, `<ordinal>/<path>`.
-    inconsistent_named: Vec<String>,
+    pub inconsistent_named: Vec<String>,
 }
 
 /// Backs up every ordinal volume under `options.source` into a new snapshot of `app`.
@@ -141,23 +141,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
     };
 
     let ordinals: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
-    let mut manifest = Manifest {
-        format: manifest::FORMAT,
-        id: id.to_string(),
-        app: app.label(),
-        result: SUCCEEDED.to_owned(),
-        start_time,
-        end_time: Utc::now(),
-        duration_ms: started.elapsed().as_millis() as u64,
-        bytes: totals.bytes,
-        files: totals.files,
-        new_bytes: totals.new_bytes,
-        linked_files: totals.linked_files,
-        inconsistent_files: totals.inconsistent,
-        ordinals: ordinals.clone(),
-        replicas,
-        checksum: String::new(),
-    };
+    let mut manifest = totals.manifest(&id, app.label(), start_time, started, ordinals, replicas);
     let finished = manifest
         .write(&tmp)
         .and_then(|()| tmp.sync_filesystem())
@@ -171,19 +155,55 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         Some(keep) => catalog::prune_locked(&app_dir, keep)?.pruned,
         None => Vec::new(),
     };
-    Ok(BackupReport {
-        id: id.to_string(),
-        time: start_time,
-        bytes: totals.bytes,
-        files: totals.files,
-        new_bytes: totals.new_bytes,
-        linked_files: totals.linked_files,
-        duration_ms: manifest.duration_ms,
-        ordinals,
-        pruned,
-        inconsistent: totals.inconsistent,
-        inconsistent_files: totals.inconsistent_named,
-    })
+    Ok(totals.report(&manifest, pruned))
+}
+
+impl Totals {
+    /// The manifest of a snapshot that ended with these totals (sealed when written).
+    pub(crate) fn manifest(
+        &self,
+        id: &BackupId,
+        app: String,
+        start_time: DateTime<Utc>,
+        started: Instant,
+        ordinals: Vec<u32>,
+        replicas: Vec<Replica>,
+    ) -> Manifest {
+        Manifest {
+            format: manifest::FORMAT,
+            id: id.to_string(),
+            app,
+            result: SUCCEEDED.to_owned(),
+            start_time,
+            end_time: Utc::now(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            bytes: self.bytes,
+            files: self.files,
+            new_bytes: self.new_bytes,
+            linked_files: self.linked_files,
+            inconsistent_files: self.inconsistent,
+            ordinals,
+            replicas,
+            checksum: String::new(),
+        }
+    }
+
+    /// The report of the backup that wrote `manifest`.
+    pub(crate) fn report(self, manifest: &Manifest, pruned: Vec<String>) -> BackupReport {
+        BackupReport {
+            id: manifest.id.clone(),
+            time: manifest.start_time,
+            bytes: self.bytes,
+            files: self.files,
+            new_bytes: self.new_bytes,
+            linked_files: self.linked_files,
+            duration_ms: manifest.duration_ms,
+            ordinals: manifest.ordinals.clone(),
+            pruned,
+            inconsistent: self.inconsistent,
+            inconsistent_files: self.inconsistent_named,
+        }
+    }
 }
 
 /// Best-effort removal of a failed snapshot; a leftover is removed by the next backup.
@@ -201,7 +221,7 @@ fn discard(app_dir: &Dir, tmp_name: &str) {
 /// number and ctime catch a file replaced with its old size and mtime (`cp -p`, `rsync`,
 /// `tar x`); the slack around `recorded_at` catches a change within the same tick as
 /// the copy the previous snapshot made.
-fn unchanged_since(
+pub(crate) fn unchanged_since(
     previous: &Entry,
     recorded_at: DateTime<Utc>,
     now: &Inode,
@@ -798,7 +818,7 @@ fn has_holes(inode: &Inode) -> bool {
 
 /// What the `fstat`s before and after a copy say about it.
 #[derive(Debug, PartialEq, Eq)]
-enum CopyCheck {
+pub(crate) enum CopyCheck {
     /// Nothing changed and every byte was read.
     Consistent,
     /// The file was written (or its metadata changed) while we read it.
@@ -807,7 +827,7 @@ enum CopyCheck {
     Short,
 }
 
-fn check_copy(before: &Inode, after: &Inode, read: u64) -> CopyCheck {
+pub(crate) fn check_copy(before: &Inode, after: &Inode, read: u64) -> CopyCheck {
     let stamp = |i: &Inode| (i.size, i.mtime, i.mtime_nsec, i.ctime, i.ctime_nsec);
     if stamp(before) != stamp(after) {
         CopyCheck::Changed
@@ -817,7 +837,7 @@ fn check_copy(before: &Inode, after: &Inode, read: u64) -> CopyCheck {
         CopyCheck::Consistent
     }
 }
-fn vanished(path: &Path) {
+pub(crate) fn vanished(path: &Path) {
     crate::warn(format!(
         "{} vanished during the backup; not backed up",
         path.display()

@@ -60,9 +60,8 @@ pub struct SnapshotInfo {
     pub state: String,
 }
 
-impl From<&Snapshot> for SnapshotInfo {
-    fn from(s: &Snapshot) -> Self {
-        let m = &s.manifest;
+impl From<&Manifest> for SnapshotInfo {
+    fn from(m: &Manifest) -> Self {
         Self {
             id: m.id.clone(),
             time: m.start_time,
@@ -129,7 +128,7 @@ fn complete_in(app_dir: &Dir) -> Result<Vec<(BackupId, SnapshotInfo)>> {
     let mut out = Vec::new();
     for id in snapshot_ids(app_dir)?.into_iter().rev() {
         match load(app_dir, &id) {
-            Ok(snapshot) => out.push((id, SnapshotInfo::from(&snapshot))),
+            Ok(snapshot) => out.push((id, SnapshotInfo::from(&snapshot.manifest))),
             Err(e) => crate::warn(format!("skipping backup {id}: {}", crate::chain(&e))),
         }
     }
@@ -330,23 +329,29 @@ pub fn describe(app: &App, selector: &Selector) -> Result<SnapshotDetails> {
         Some(dir) => latest(&dir)?.is_some_and(|l| l.id == snapshot.id),
         None => false,
     };
-    let m = snapshot.manifest;
-    Ok(SnapshotDetails {
-        id: m.id,
-        app: m.app,
-        time: m.start_time,
-        end_time: m.end_time,
-        duration_ms: m.duration_ms,
-        bytes: m.bytes,
-        files: m.files,
-        new_bytes: m.new_bytes,
-        linked_files: m.linked_files,
-        inconsistent_files: m.inconsistent_files,
-        ordinals: m.ordinals,
-        format: m.format,
-        manifest_checksum: m.checksum,
-        newest,
-    })
+    Ok(SnapshotDetails::of(snapshot.manifest, newest))
+}
+
+impl SnapshotDetails {
+    /// The figures of a loaded (so checked) manifest.
+    pub(crate) fn of(m: Manifest, newest: bool) -> Self {
+        SnapshotDetails {
+            id: m.id,
+            app: m.app,
+            time: m.start_time,
+            end_time: m.end_time,
+            duration_ms: m.duration_ms,
+            bytes: m.bytes,
+            files: m.files,
+            new_bytes: m.new_bytes,
+            linked_files: m.linked_files,
+            inconsistent_files: m.inconsistent_files,
+            ordinals: m.ordinals,
+            format: m.format,
+            manifest_checksum: m.checksum,
+            newest,
+        }
+    }
 }
 
 /// What `delete` did.

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::catalog::SnapshotInfo;
 use crate::error::{MoverError, Result};
 use crate::names::{App, BackupId, Selector};
+use crate::objstore::{self, Store, StoreConfig};
 use crate::{BackupOptions, RestoreOptions};
 
 /// The data-mover subcommands.
@@ -114,11 +116,61 @@ pub struct AppArgs {
     /// Name of the app (a DNS subdomain)
     #[arg(long, value_name = "NAME")]
     pub name: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub store: StoreArgs,
+}
+
+/// An S3-compatible object store as the backup location, instead of `--target`. The
+/// keys are read from the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`),
+/// never from the command line, which other users of the node can read.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Keep backups in the object store at this S3 endpoint (https://host[:port]) instead
+    /// of --target; objects go below <bucket>/<prefix>/<namespace>/<name>/
+    #[arg(long, value_name = "URL", requires = "store_bucket")]
+    pub store_endpoint: Option<String>,
+    /// The object store's bucket
+    #[arg(long, value_name = "BUCKET", requires = "store_endpoint")]
+    pub store_bucket: Option<String>,
+    /// Key prefix inside the bucket
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub store_prefix: String,
+    /// Region to sign requests for
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    pub store_region: String,
+    /// Allow a plain-HTTP endpoint
+    #[arg(long)]
+    pub store_insecure: bool,
+}
+
+/// Where an app's backups live, as the command line says.
+enum Location {
+    Dir(App),
+    Store(Box<Store>),
 }
 
 impl AppArgs {
-    fn app(&self) -> Result<App> {
-        App::new(&self.target, &self.namespace, &self.name)
+    fn location(&self) -> Result<Location> {
+        let (Some(endpoint), Some(bucket)) = (&self.store.store_endpoint, &self.store.store_bucket)
+        else {
+            return Ok(Location::Dir(App::new(
+                &self.target,
+                &self.namespace,
+                &self.name,
+            )?));
+        };
+        let config = StoreConfig {
+            endpoint: endpoint.clone(),
+            bucket: bucket.clone(),
+            prefix: self.store.store_prefix.clone(),
+            region: self.store.store_region.clone(),
+            insecure: self.store.store_insecure,
+            access_key_id: std::env::var(objstore::ACCESS_KEY_ENV).unwrap_or_default(),
+            secret_access_key: std::env::var(objstore::SECRET_KEY_ENV).unwrap_or_default(),
+        };
+        let store = Store::open(&config, &self.namespace, &self.name)?;
+        Ok(Location::Store(Box::new(store)))
     }
 }
 
@@ -330,7 +382,11 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 keep_last: a.keep_last,
                 lock_wait: Duration::from_secs(a.lock_timeout),
             };
-            ok(json(&crate::backup(&a.app.app()?, &options)?)?)
+            let report = match a.app.location()? {
+                Location::Dir(app) => crate::backup(&app, &options)?,
+                Location::Store(store) => objstore::backup(&store, &options)?,
+            };
+            ok(json(&report)?)
         }
         MoverCommand::Restore(a) => {
             let options = RestoreOptions {
@@ -340,10 +396,17 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 lock_wait: Duration::from_secs(a.lock_timeout),
                 commit_note: a.termination_log.clone(),
             };
-            ok(json(&crate::restore(&a.app.app()?, &options)?)?)
+            let outcome = match a.app.location()? {
+                Location::Dir(app) => crate::restore(&app, &options)?,
+                Location::Store(store) => crate::restore_from_store(&store, &options)?,
+            };
+            ok(json(&outcome)?)
         }
         MoverCommand::Backups(a) => {
-            let snapshots = crate::list(&a.app.app()?)?;
+            let snapshots: Vec<SnapshotInfo> = match a.app.location()? {
+                Location::Dir(app) => crate::list(&app)?,
+                Location::Store(store) => objstore::list(&store)?,
+            };
             if a.json {
                 return ok(json(&snapshots)?);
             }
@@ -364,7 +427,10 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
         }
         MoverCommand::Verify(a) => {
             let selector = a.id.parse::<Selector>()?;
-            let report = crate::verify(&a.app.app()?, &selector)?;
+            let report = match a.app.location()? {
+                Location::Dir(app) => crate::verify(&app, &selector)?,
+                Location::Store(store) => objstore::verify(&store, &selector)?,
+            };
             if a.json {
                 let ok = report.problems.is_empty();
                 return Ok(Done {
@@ -395,18 +461,36 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
         }
         MoverCommand::Describe(a) => {
             let selector = a.id.parse::<Selector>()?;
-            ok(json(&crate::describe(&a.app.app()?, &selector)?)?)
+            let details = match a.app.location()? {
+                Location::Dir(app) => crate::describe(&app, &selector)?,
+                Location::Store(store) => objstore::describe(&store, &selector)?,
+            };
+            ok(json(&details)?)
         }
         MoverCommand::Delete(a) => {
             let id = a.id.parse::<BackupId>()?;
             let wait = Duration::from_secs(a.lock_timeout);
-            ok(json(&crate::delete(&a.app.app()?, &id, a.force, wait)?)?)
+            let outcome = match a.app.location()? {
+                Location::Dir(app) => crate::delete(&app, &id, a.force, wait)?,
+                Location::Store(store) => objstore::delete(&store, &id, a.force)?,
+            };
+            ok(json(&outcome)?)
         }
-        MoverCommand::Prune(a) => ok(json(&crate::prune(&a.app.app()?, a.keep_last)?)?),
+        MoverCommand::Prune(a) => {
+            let outcome = match a.app.location()? {
+                Location::Dir(app) => crate::prune(&app, a.keep_last)?,
+                Location::Store(store) => objstore::prune(&store, a.keep_last)?,
+            };
+            ok(json(&outcome)?)
+        }
         MoverCommand::Wipe(a) => ok(json(&crate::wipe(&a.dest)?)?),
         MoverCommand::Purge(a) => {
             let wait = Duration::from_secs(a.lock_timeout);
-            ok(json(&crate::purge(&a.app.app()?, wait)?)?)
+            let outcome = match a.app.location()? {
+                Location::Dir(app) => crate::purge(&app, wait)?,
+                Location::Store(store) => objstore::purge(&store)?,
+            };
+            ok(json(&outcome)?)
         }
     }
 }

@@ -176,6 +176,18 @@ pub enum MoverError {
         source: Box<MoverError>,
     },
 
+    /// A request to the object store failed (after its retries).
+    #[error("cannot {action} {}", path.display())]
+    Store {
+        /// What we were doing, as a verb phrase ("read", "list", ...).
+        action: &'static str,
+        /// `s3://bucket/prefix/namespace/name/<key>`.
+        path: PathBuf,
+        /// The store's error (HTTP status and message).
+        #[source]
+        source: object_store::Error,
+    },
+
     /// Something left in a volume by an interrupted restore that we cannot interpret.
     #[error("{}: {reason}", path.display())]
     Leftover {

@@ -29,6 +29,7 @@ mod fsops;
 mod lock;
 mod manifest;
 mod names;
+pub mod objstore;
 mod restore;
 mod swap;
 mod verify;
@@ -45,7 +46,9 @@ pub use manifest::{
     Entry, EntryFile, Kind, MANIFEST_FILE, Manifest, Meta, Replica, SourceStamp, Xattrs,
 };
 pub use names::{App, BackupId, Selector};
-pub use restore::{NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore};
+pub use restore::{
+    NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore, restore_from_store,
+};
 pub use verify::{VerifyReport, verify};
 pub use volumes::{WipeOutcome, wipe};
 

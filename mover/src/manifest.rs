@@ -341,21 +341,46 @@ impl Manifest {
         Ok(())
     }
 
+    /// The manifest sealed with every entry inline (format 2), serialized: an object
+    /// store keeps a snapshot as this one object (written last) and its files' contents.
+    pub(crate) fn sealed_inline(&mut self) -> Result<Vec<u8>, serde_json::Error> {
+        self.format = 2;
+        self.checksum = self.digest()?;
+        serde_json::to_vec(self)
+    }
+
     /// Reads and checks the manifest of snapshot `id` in `snapshot`: parses, matches its
     /// own checksum (refusing hand edits), names `id`, succeeded, and describes a tree a
     /// restore can write without following anything (see [`check_tree`]).
     pub(crate) fn load(snapshot: &Dir, id: &str) -> Result<Self> {
         let path = &snapshot.join(MANIFEST_FILE);
         let file = BufReader::new(snapshot.open_file(MANIFEST_FILE)?);
-        let mut manifest: Manifest =
+        let manifest: Manifest =
             serde_json::from_reader(file).map_err(|source| MoverError::ManifestParse {
                 path: path.to_owned(),
                 source,
             })?;
+        manifest.checked(path, id, Some(snapshot))
+    }
+
+    /// Parses and checks, as [`Manifest::load`] does, a manifest with its entries inline
+    /// (format 1 or 2) read from `path` (an object's address, for messages).
+    pub(crate) fn parse_inline(bytes: &[u8], path: &Path, id: &str) -> Result<Self> {
+        let manifest: Manifest =
+            serde_json::from_slice(bytes).map_err(|source| MoverError::ManifestParse {
+                path: path.to_owned(),
+                source,
+            })?;
+        manifest.checked(path, id, None)
+    }
+
+    /// The checks of [`Manifest::load`]; entries files (format 3) are read from `snapshot`.
+    fn checked(mut self, path: &Path, id: &str, snapshot: Option<&Dir>) -> Result<Self> {
         let invalid = |reason: String| MoverError::ManifestInvalid {
             path: path.to_owned(),
             reason,
         };
+        let manifest = &mut self;
         if !(1..=FORMAT).contains(&manifest.format) {
             return Err(invalid(format!("unknown format {}", manifest.format)));
         }
@@ -387,16 +412,19 @@ impl Manifest {
         for replica in &manifest.replicas {
             let checked = match (&replica.entry_file, manifest.format) {
                 (None, 1 | 2) => check_tree(replica),
-                (Some(file), 3) if replica.entries.is_empty() => {
+                (Some(file), 3) if replica.entries.is_empty() => match snapshot {
                     // Sealed here; the tree is checked as the entries are read.
-                    crate::entries::check_file(snapshot, replica, file)?;
-                    Ok(())
-                }
+                    Some(snapshot) => {
+                        crate::entries::check_file(snapshot, replica, file)?;
+                        Ok(())
+                    }
+                    None => Err("its entries are not inline".to_owned()),
+                },
                 _ => Err("its entries are not where its format keeps them".to_owned()),
             };
             checked.map_err(|e| invalid(format!("replica {}: {e}", replica.ordinal)))?;
         }
-        Ok(manifest)
+        Ok(self)
     }
 }
 
@@ -553,6 +581,37 @@ mod tests {
         manifest.replicas[0].entry_file = Some(writer.finish().expect("finish"));
         manifest.write(dir).expect("write");
         (manifest, entries)
+    }
+
+    #[test]
+    fn an_inline_manifest_for_an_object_store_round_trips_and_refuses_edits() {
+        let mut manifest = sample();
+        let sealed = manifest.sealed_inline().expect("seal");
+        let at = Path::new("s3://bucket/ns/app/snapshots/20261129T150102Z.json");
+        let loaded = Manifest::parse_inline(&sealed, at, "20261129T150102Z").expect("parse");
+        assert_eq!(loaded.format, 2);
+        assert_eq!(loaded.replicas[0].entries, manifest.replicas[0].entries);
+        // Another id, an edited size, a format-3 manifest (its entries are elsewhere): refused.
+        assert!(Manifest::parse_inline(&sealed, at, "20261129T150103Z").is_err());
+        let edited = String::from_utf8(sealed.clone())
+            .expect("utf-8")
+            .replace("\"bytes\":3", "\"bytes\":4");
+        assert_ne!(edited.as_bytes(), sealed.as_slice());
+        let error = Manifest::parse_inline(edited.as_bytes(), at, "20261129T150102Z")
+            .expect_err("edited")
+            .to_string();
+        assert!(
+            error.contains("checksum does not match") && error.contains("s3://bucket"),
+            "{error}"
+        );
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = Dir::open_trusted(tmp.path()).expect("open");
+        write_current(&dir);
+        let current = std::fs::read(tmp.path().join(MANIFEST_FILE)).expect("read");
+        let error = Manifest::parse_inline(&current, at, "20261129T150102Z")
+            .expect_err("format 3")
+            .to_string();
+        assert!(error.contains("not inline"), "{error}");
     }
 
     #[test]

@@ -17,14 +17,17 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use std::io::Write as _;
+
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, Inode};
-use crate::entries::{self, BATCH};
+use crate::entries::{self, BATCH, Entries};
 use crate::error::{MoverError, Result, SWAP_INTERRUPTED, io_err};
 use crate::fsops;
 use crate::lock;
-use crate::manifest::{Entry, Kind, Replica};
+use crate::manifest::{Entry, Kind, Manifest, Replica};
 use crate::names::{App, Selector};
+use crate::objstore::{self, Store, StoredSnapshot};
 use crate::swap;
 use crate::volumes;
 
@@ -100,30 +103,90 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     // "No backup at all", not "no valid backup": a damaged newest snapshot must fail
     // loudly rather than let the app start empty.
     if options.if_exists && no_backup {
-        return Ok(RestoreOutcome::NotRestored(NotRestored {
-            restored: false,
-            reason: "NoBackup",
-        }));
+        return Ok(not_restored());
     }
     let snapshot = catalog::resolve(app, &options.from)?;
+    swap_in(&Source::Local(&snapshot), &volumes, options, started)
+}
 
+/// Restores a snapshot kept in an object store into the ordinal volumes under
+/// `options.dest`: the same staging, checks and swap, each file downloaded and hashed.
+pub fn restore_from_store(store: &Store, options: &RestoreOptions) -> Result<RestoreOutcome> {
+    let started = Instant::now();
+    let volumes = volumes::ordinal_dirs(&options.dest)?;
+    let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
+    swap::recover(&volumes)?;
+    if options.if_exists && !objstore::any(store)? {
+        return Ok(not_restored());
+    }
+    let snapshot = objstore::resolve(store, &options.from)?;
+    swap_in(&Source::Store(store, &snapshot), &volumes, options, started)
+}
+
+fn not_restored() -> RestoreOutcome {
+    RestoreOutcome::NotRestored(NotRestored {
+        restored: false,
+        reason: "NoBackup",
+    })
+}
+
+/// Where a restore reads a snapshot from.
+enum Source<'a> {
+    /// A snapshot directory on the backup target.
+    Local(&'a Snapshot),
+    /// A manifest in an object store and the contents it names.
+    Store(&'a Store, &'a StoredSnapshot),
+}
+
+impl Source<'_> {
+    fn id(&self) -> &str {
+        match self {
+            Source::Local(s) => s.id.as_str(),
+            Source::Store(_, s) => s.id.as_str(),
+        }
+    }
+
+    fn manifest(&self) -> &Manifest {
+        match self {
+            Source::Local(s) => &s.manifest,
+            Source::Store(_, s) => &s.manifest,
+        }
+    }
+
+    fn entries<'r>(&self, replica: &'r Replica) -> Result<Entries<'r>> {
+        match self {
+            Source::Local(s) => entries::read(&s.handle, replica),
+            Source::Store(..) => Ok(Entries::Inline(replica.entries.iter())),
+        }
+    }
+}
+
+/// Stages `source` on every volume, then swaps it in.
+fn swap_in(
+    source: &Source,
+    volumes: &[(u32, Dir)],
+    options: &RestoreOptions,
+    started: Instant,
+) -> Result<RestoreOutcome> {
+    let manifest = source.manifest();
+    let snapshot_id = source.id();
     let mut pairs: Vec<(&Replica, &Dir)> = Vec::new();
-    for replica in &snapshot.manifest.replicas {
+    for replica in &manifest.replicas {
         match volumes.iter().find(|(o, _)| *o == replica.ordinal) {
             Some((_, volume)) => pairs.push((replica, volume)),
             None => crate::warn(format!(
                 "backup {} holds ordinal {} but {} has no such volume; skipped",
-                snapshot.id,
+                snapshot_id,
                 replica.ordinal,
                 options.dest.display()
             )),
         }
     }
-    for (ordinal, volume) in &volumes {
-        if !snapshot.manifest.ordinals.contains(ordinal) {
+    for (ordinal, volume) in volumes {
+        if !manifest.ordinals.contains(ordinal) {
             crate::warn(format!(
                 "backup {} has no data for ordinal {ordinal}; {} left untouched",
-                snapshot.id,
+                snapshot_id,
                 volume.path().display()
             ));
         }
@@ -131,20 +194,20 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     if pairs.is_empty() {
         return Err(MoverError::Usage(format!(
             "backup {} holds ordinals {:?}, none of which is a volume in {}",
-            snapshot.id,
-            snapshot.manifest.ordinals,
+            snapshot_id,
+            manifest.ordinals,
             options.dest.display()
         )));
     }
 
     for (replica, volume) in &pairs {
-        check_space(&snapshot, replica, volume)?;
+        check_space(source, replica, volume)?;
     }
     let shortfalls = Shortfalls::default();
     let mut totals = (0u64, 0u64);
     let mut staged = Vec::new();
     for (replica, volume) in &pairs {
-        match stage(&snapshot, replica, volume, &shortfalls) {
+        match stage(source, replica, volume, &shortfalls) {
             Ok((bytes, files, staging)) => {
                 totals.0 += bytes;
                 totals.1 += files;
@@ -169,7 +232,7 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     for (_, volume) in &pairs {
         volume.sync_filesystem()?;
     }
-    let id = snapshot.id.as_str();
+    let id = snapshot_id;
     let ordinals: Vec<u32> = pairs.iter().map(|(r, _)| r.ordinal).collect();
     swap::prepare(&staged, id, &ordinals)?;
     if let Some(note) = &options.commit_note {
@@ -189,7 +252,7 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
     shortfalls.warn();
     Ok(RestoreOutcome::Restored(RestoreReport {
         restored: true,
-        id: snapshot.id.to_string(),
+        id: snapshot_id.to_owned(),
         bytes: totals.0,
         files: totals.1,
         duration_ms: started.elapsed().as_millis() as u64,
@@ -229,10 +292,10 @@ impl Shortfalls {
 
 /// A restore writes a full copy beside the live data before swapping it in: refuse before
 /// writing anything when it cannot fit.
-fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<()> {
+fn check_space(source: &Source, replica: &Replica, volume: &Dir) -> Result<()> {
     let free = volume.free_space()?;
     let (mut needed_bytes, mut needed_inodes) = (free.block, 1u64);
-    for entry in entries::read(&snapshot.handle, replica)? {
+    for entry in source.entries(replica)? {
         let entry = entry?;
         needed_bytes += match entry.kind {
             Kind::File => entry.size.div_ceil(free.block) * free.block,
@@ -247,7 +310,7 @@ fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<(
     }
     Err(MoverError::NoSpace {
         path: volume.path().to_owned(),
-        id: snapshot.id.to_string(),
+        id: source.id().to_owned(),
         needed_bytes,
         free_bytes: free.bytes,
         needed_inodes: free.inodes.map(|_| needed_inodes),
@@ -261,17 +324,24 @@ fn check_space(snapshot: &Snapshot, replica: &Replica, volume: &Dir) -> Result<(
 /// directories in the volume meanwhile. The entries are streamed: files are copied a
 /// batch at a time.
 fn stage(
-    snapshot: &Snapshot,
+    source: &Source,
     replica: &Replica,
     volume: &Dir,
     shortfalls: &Shortfalls,
 ) -> Result<(u64, u64, Inode)> {
-    let source = snapshot.handle.open_dir(replica.ordinal.to_string())?;
+    let replica_dir;
+    let from = match source {
+        Source::Local(snapshot) => {
+            replica_dir = snapshot.handle.open_dir(replica.ordinal.to_string())?;
+            From::Dir(&replica_dir)
+        }
+        Source::Store(store, _) => From::Store(store),
+    };
     volume.make_dir(swap::STAGING)?;
     let staging = volume.open_dir(swap::STAGING)?;
     let stager = Stager {
-        id: snapshot.id.as_str(),
-        source: &source,
+        id: source.id(),
+        from,
         staging: &staging,
         shortfalls,
     };
@@ -280,7 +350,7 @@ fn stage(
     let (mut bytes, mut files) = (0, 0);
     // The reader checks each entry before it is written (the manifest is forgeable) and,
     // at its end, that the file is still the one the manifest sealed.
-    for entry in entries::read(&snapshot.handle, replica)? {
+    for entry in source.entries(replica)? {
         let entry = entry?;
         let rel = entry.rel_path();
         match entry.kind {
@@ -312,10 +382,18 @@ fn stage(
     Ok((bytes, files, staging.stat()?))
 }
 
+/// Where one replica's file contents come from.
+enum From<'a> {
+    /// The replica's directory in a local snapshot.
+    Dir(&'a Dir),
+    /// Content-addressed objects.
+    Store(&'a Store),
+}
+
 /// Writes one replica's files into its staging directory.
 struct Stager<'a> {
     id: &'a str,
-    source: &'a Dir,
+    from: From<'a>,
     staging: &'a Dir,
     shortfalls: &'a Shortfalls,
 }
@@ -335,10 +413,11 @@ impl Stager<'_> {
         }
     }
 
-    fn damaged(&self, rel: &Path, problem: &str) -> MoverError {
+    /// `what` names the file read: its path in the snapshot, or its object.
+    fn damaged(&self, what: &Path, problem: &str) -> MoverError {
         MoverError::Damaged {
             id: self.id.to_owned(),
-            problems: vec![format!("{}: {problem}", self.source.join(rel).display())],
+            problems: vec![format!("{}: {problem}", what.display())],
         }
     }
 
@@ -362,33 +441,57 @@ impl Stager<'_> {
 
     fn file(&self, entry: &Entry, buf: &mut Vec<u8>) -> Result<()> {
         let rel = entry.rel_path();
-        let src = match self.source.open_file(&rel) {
-            Ok(src) => src,
-            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
-                return Err(self.damaged(&rel, "missing"));
+        let to = self.staging.join(&rel);
+        let (file, len, hash, from) = match self.from {
+            From::Dir(source) => {
+                let src = match source.open_file(&rel) {
+                    Ok(src) => src,
+                    Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                        return Err(self.damaged(&source.join(&rel), "missing"));
+                    }
+                    Err(e) => return Err(e),
+                };
+                let from = source.join(&rel);
+                let dst = self.staging.create_file(&rel, entry.meta.mode)?;
+                let layout = fsops::Layout {
+                    size: entry.size,
+                    holes: entry.sparse,
+                    read_once: true,
+                };
+                let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
+                (copied.file, copied.len, copied.hash, from)
             }
-            Err(e) => return Err(e),
+            From::Store(store) => {
+                let blake3 = entry.blake3.as_deref().unwrap_or_default();
+                let from = store.content_address(blake3);
+                if blake3.is_empty() {
+                    return Err(self.damaged(&rel, "the manifest has no checksum for it"));
+                }
+                let mut dst = self.staging.create_file(&rel, entry.meta.mode)?;
+                let fetched = store.fetch_content(blake3, |chunk| {
+                    dst.write_all(chunk).map_err(io_err("write", &to))
+                })?;
+                let Some((len, hash)) = fetched else {
+                    return Err(self.damaged(
+                        &from,
+                        &format!("missing (the contents of {})", rel.display()),
+                    ));
+                };
+                (dst, len, hash, from)
+            }
         };
-        let (from, to) = (self.source.join(&rel), self.staging.join(&rel));
-        let dst = self.staging.create_file(&rel, entry.meta.mode)?;
-        let layout = fsops::Layout {
-            size: entry.size,
-            holes: entry.sparse,
-            read_once: true,
-        };
-        let copied = fsops::copy_into(&src, dst, &from, &to, buf, layout)?;
-        if copied.len != entry.size {
+        if len != entry.size {
             return Err(self.damaged(
-                &rel,
-                &format!("{} bytes, the manifest says {}", copied.len, entry.size),
+                &from,
+                &format!("{len} bytes, the manifest says {}", entry.size),
             ));
         }
-        if entry.blake3.as_deref() != Some(copied.hash.to_hex().as_str()) {
-            return Err(self.damaged(&rel, "contents do not match the manifest checksum"));
+        if entry.blake3.as_deref() != Some(hash.to_hex().as_str()) {
+            return Err(self.damaged(&from, "contents do not match the manifest checksum"));
         }
-        self.note_owner(fsops::apply_meta_new_file(&copied.file, &entry.meta, &to)?);
+        self.note_owner(fsops::apply_meta_new_file(&file, &entry.meta, &to)?);
         // After the chown, which clears security.capability.
-        self.note_refused(fsops::write_xattrs(&copied.file, &entry.xattrs, &to)?);
+        self.note_refused(fsops::write_xattrs(&file, &entry.xattrs, &to)?);
         Ok(())
     }
 }

@@ -34,6 +34,8 @@ pub struct Settings {
     pub mover_image: String,
     /// Node directories that may hold backups; the first is the default.
     pub backup_roots: Vec<String>,
+    /// Object store endpoints a spec may name; empty: any.
+    pub object_store_endpoints: Vec<String>,
 }
 
 /// The app's identity, checked once: namespace, name, uid and owner reference.
@@ -454,7 +456,7 @@ impl MoverTask {
 
     /// The mover's command line. Values go in `--flag=value` form, so that none of them,
     /// whatever a tenant wrote, can be taken for an option.
-    fn args(&self, app: &AppRef) -> Vec<String> {
+    fn args(&self, app: &AppRef, location: &BackupLocation) -> Vec<String> {
         let mut args: Vec<String> = match self {
             MoverTask::Backup => vec![
                 "backup".into(),
@@ -483,6 +485,9 @@ impl MoverTask {
                 format!("--namespace={}", app.namespace),
                 format!("--name={}", self.backups_of(app)),
             ]);
+            if let BackupLocation::ObjectStore(store) = location {
+                args.extend(store.mover_args());
+            }
         }
         args.push("--termination-log=/dev/termination-log".into());
         args
@@ -500,6 +505,7 @@ fn mover_job_spec(
 ) -> Value {
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
+    let mut env = Vec::new();
     if let Some(writes) = task.data_access() {
         for ordinal in app.ordinals() {
             volumes.push(json!({
@@ -513,15 +519,22 @@ fn mover_job_spec(
             }));
         }
     }
-    if !matches!(task, MoverTask::Wipe) {
-        let owner = task.backups_of(app);
-        let (claim, mount_path) = match location {
-            BackupLocation::NodeRoot(_) => (
-                names::backup_claim(owner),
-                format!("{MOVER_TARGET_DIR}/{}/{owner}", app.namespace),
-            ),
-            BackupLocation::Claim(claim) => (claim.clone(), MOVER_TARGET_DIR.to_string()),
-        };
+    let owner = task.backups_of(app);
+    let target = match (task, location) {
+        (MoverTask::Wipe, _) => None,
+        (_, BackupLocation::ObjectStore(store)) => {
+            // The keys reach the mover through its environment, from a Secret of the app's
+            // own namespace; nothing is mounted.
+            env = store.mover_env();
+            None
+        }
+        (_, BackupLocation::NodeRoot(_)) => Some((
+            names::backup_claim(owner),
+            format!("{MOVER_TARGET_DIR}/{}/{owner}", app.namespace),
+        )),
+        (_, BackupLocation::Claim(claim)) => Some((claim.clone(), MOVER_TARGET_DIR.to_string())),
+    };
+    if let Some((claim, mount_path)) = target {
         let mut volume = json!({"name": "target", "persistentVolumeClaim": {"claimName": claim}});
         let mut mount = json!({"name": "target", "mountPath": mount_path});
         // Another app's backups are only read. (`readOnly: false` is left out: the API
@@ -565,7 +578,10 @@ fn mover_job_spec(
                     "name": "mover",
                     "image": settings.mover_image,
                     "imagePullPolicy": "IfNotPresent",
-                    "args": task.args(app),
+                    "args": task.args(app, location),
+                    // Left out when empty: the API server would drop `[]`, and the CronJob
+                    // would then differ from its stored self.
+                    "env": (!env.is_empty()).then_some(&env),
                     "terminationMessagePolicy": "FallbackToLogsOnError",
                     "volumeMounts": mounts,
                     "resources": {
@@ -681,6 +697,7 @@ mod tests {
         Settings {
             mover_image: "hellostateful-reconciler:test".into(),
             backup_roots: vec!["/tmp/backup".into()],
+            object_store_endpoints: Vec::new(),
         }
     }
 
@@ -1036,9 +1053,87 @@ mod tests {
             if_exists: false,
             source: None,
         };
-        let args = task.args(&app);
+        let args = task.args(&app, &node_root());
         assert!(args.contains(&"--from=--target=/".to_string()), "{args:?}");
         assert!(!args.iter().any(|a| a == "--target=/"), "{args:?}");
+    }
+
+    #[test]
+    fn an_object_store_job_mounts_no_target_and_reads_its_keys_from_the_apps_secret() {
+        let spec = json!({"backup": {"target": {"objectStore": {
+            "endpoint": "http://s3.test:8333", "bucket": "backups", "prefix": "team",
+            "credentialsSecret": "s3-keys", "insecure": true
+        }}}});
+        let hello = app(spec);
+        let location =
+            crate::location::resolve(&hello.spec, &["/tmp/backup".into()], &[]).expect("location");
+        let app = AppRef::new(&hello).expect("app");
+        let job = mover_job(
+            &app,
+            "j",
+            &MoverTask::Backup,
+            "requested",
+            &location,
+            &settings(),
+        )
+        .expect("job");
+        let pod = job.spec.expect("spec").template.spec.expect("pod");
+        let volumes: Vec<String> = pod
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.clone())
+            .collect();
+        assert_eq!(volumes, ["data-0"], "only the app's own claim is mounted");
+        let container = &pod.containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        for expected in [
+            "--store-endpoint=http://s3.test:8333",
+            "--store-bucket=backups",
+            "--store-prefix=team",
+            "--store-region=us-east-1",
+            "--store-insecure",
+            "--namespace=ns1",
+            "--name=hello",
+        ] {
+            assert!(
+                args.iter().any(|a| a == expected),
+                "{expected} missing: {args:?}"
+            );
+        }
+        let env = container.env.clone().unwrap_or_default();
+        let from_secret: Vec<(String, String, String)> = env
+            .iter()
+            .filter_map(|e| {
+                let key = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+                Some((e.name.clone(), key.name.clone(), key.key.clone()))
+            })
+            .collect();
+        assert_eq!(
+            from_secret,
+            [
+                (
+                    "AWS_ACCESS_KEY_ID".into(),
+                    "s3-keys".into(),
+                    "AWS_ACCESS_KEY_ID".into()
+                ),
+                (
+                    "AWS_SECRET_ACCESS_KEY".into(),
+                    "s3-keys".into(),
+                    "AWS_SECRET_ACCESS_KEY".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            hellostateful_api::ObjectStoreTarget::KEY_ENV,
+            [
+                hellostateful_mover::objstore::ACCESS_KEY_ENV,
+                hellostateful_mover::objstore::SECRET_KEY_ENV
+            ],
+            "the names the mover reads"
+        );
+        // No key is ever on the command line.
+        assert!(!args.iter().any(|a| a.contains("AWS_")), "{args:?}");
     }
 
     #[test]

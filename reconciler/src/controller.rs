@@ -343,8 +343,12 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
     if app.spec.storage_class().is_none() && !volumes.is_empty() {
         notes.push(wipe_live_data(&ctx, &app_ref, terminating, &volumes).await?);
     }
-    let location = location::resolve(&app.spec, &ctx.settings.backup_roots)
-        .unwrap_or_else(|_| BackupLocation::NodeRoot(String::new()));
+    let location = location::resolve(
+        &app.spec,
+        &ctx.settings.backup_roots,
+        &ctx.settings.object_store_endpoints,
+    )
+    .unwrap_or_else(|_| BackupLocation::NodeRoot(String::new()));
     let delete_backups = app
         .annotations()
         .get(names::DELETE_BACKUPS)
@@ -383,6 +387,7 @@ fn describe_location(app: &AppRef<'_>, location: &BackupLocation) -> String {
         BackupLocation::Claim(claim) => {
             format!("claim {claim} under {}/{}", app.namespace, app.name)
         }
+        BackupLocation::ObjectStore(store) => store.describe(&app.namespace, &app.name),
     }
 }
 
@@ -440,11 +445,16 @@ async fn purge_backups(
 ) -> Result<String, Error> {
     let place = describe_location(app, location);
     let claim = match location {
-        BackupLocation::NodeRoot(_) => names::backup_claim(&app.name),
-        BackupLocation::Claim(claim) => claim.clone(),
+        BackupLocation::NodeRoot(_) => Some(names::backup_claim(&app.name)),
+        BackupLocation::Claim(claim) => Some(claim.clone()),
+        BackupLocation::ObjectStore(_) => None,
     };
     let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &app.namespace);
-    if terminating || claims.get_opt(&claim).await?.is_none() {
+    let claim_missing = match &claim {
+        Some(claim) => claims.get_opt(claim).await?.is_none(),
+        None => false,
+    };
+    if terminating || claim_missing {
         return Ok(format!(
             "backups not deleted: no Job can reach {place} now; they stay"
         ));
@@ -874,7 +884,11 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
 
-    let location = match location::resolve(spec, &pass.ctx.settings.backup_roots) {
+    let location = match location::resolve(
+        spec,
+        &pass.ctx.settings.backup_roots,
+        &pass.ctx.settings.object_store_endpoints,
+    ) {
         Ok(location) => location,
         Err(error) => {
             let message = error.to_string();

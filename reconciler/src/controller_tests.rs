@@ -256,6 +256,7 @@ fn settings() -> Settings {
     Settings {
         mover_image: "mover:test".into(),
         backup_roots: vec!["/tmp/backup".into(), "/srv/backups".into()],
+        object_store_endpoints: Vec::new(),
     }
 }
 

@@ -63,7 +63,11 @@ pub async fn check(
     if let Err(invalid) = validate::spec(&app.spec) {
         return Ok(Verdict::ReportedInStatus(invalid.to_string()));
     }
-    let location = match location::resolve(&app.spec, &settings.backup_roots) {
+    let location = match location::resolve(
+        &app.spec,
+        &settings.backup_roots,
+        &settings.object_store_endpoints,
+    ) {
         Ok(location) => location,
         Err(refused) => return Ok(Verdict::ReportedInStatus(refused.to_string())),
     };

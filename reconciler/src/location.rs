@@ -1,19 +1,22 @@
 //! Where an app's backups may live. Node directories are the cluster admin's to choose (the
-//! reconciler's `--backup-roots`); a spec only picks one of them, or a claim of its own
-//! namespace. Every value here comes from a tenant's spec and is checked before anything
-//! is mounted.
+//! reconciler's `--backup-roots`); a spec only picks one of them, a claim of its own
+//! namespace, or an object store (which the admin may restrict with
+//! `--object-store-endpoints`) with a Secret of its own namespace. Every value here comes
+//! from a tenant's spec and is checked before anything is mounted or sent.
 
-use hellostateful_api::{HelloStatefulSpec, ResolvedTarget, validate};
+use hellostateful_api::{HelloStatefulSpec, ObjectStoreTarget, ResolvedTarget, validate};
 use thiserror::Error;
 
 /// Where the Jobs of one app read and write snapshots.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum BackupLocation {
     /// The app's own directory `<root>/<namespace>/<name>` under an allowed node root,
     /// reached through a static volume and a claim that the reconciler makes.
     NodeRoot(String),
     /// A PersistentVolumeClaim of the app's namespace (the tenant's own storage).
     Claim(String),
+    /// An S3-compatible object store; its keys come from a Secret of the app's namespace.
+    ObjectStore(ObjectStoreTarget),
 }
 
 /// Why a setting or a spec's backup target is refused.
@@ -29,6 +32,20 @@ pub enum LocationError {
         "spec.backup.target.hostPath {path:?} is not a backup root the cluster admin allows ({allowed}): nothing is mounted; use one of them, or a PersistentVolumeClaim of this namespace (spec.backup.target.persistentVolumeClaim)"
     )]
     NotAllowed { path: String, allowed: String },
+    #[error(
+        "spec.backup.target.objectStore.endpoint {endpoint:?} is not an object store the cluster admin allows ({allowed}): nothing is sent"
+    )]
+    EndpointNotAllowed { endpoint: String, allowed: String },
+}
+
+/// Parses the admin's comma-separated object store endpoints (empty: any endpoint).
+pub fn parse_endpoints(setting: &str) -> Vec<String> {
+    setting
+        .split(',')
+        .map(|e| e.trim().trim_end_matches('/'))
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Parses the admin's comma-separated backup roots; the first is the default.
@@ -55,6 +72,7 @@ pub fn parse_roots(setting: &str) -> Result<Vec<String>, LocationError> {
 pub fn resolve(
     spec: &HelloStatefulSpec,
     roots: &[String],
+    endpoints: &[String],
 ) -> Result<BackupLocation, LocationError> {
     let wants_node_path = spec
         .backup
@@ -63,6 +81,17 @@ pub fn resolve(
         .and_then(|t| t.host_path.as_deref());
     match (spec.backup_target(), wants_node_path) {
         (ResolvedTarget::Claim(claim), _) => Ok(BackupLocation::Claim(claim)),
+        (ResolvedTarget::ObjectStore(store), _) => {
+            let endpoint = store.endpoint.trim_end_matches('/');
+            if endpoints.is_empty() || endpoints.iter().any(|e| e == endpoint) {
+                Ok(BackupLocation::ObjectStore(store))
+            } else {
+                Err(LocationError::EndpointNotAllowed {
+                    endpoint: store.endpoint.clone(),
+                    allowed: endpoints.join(", "),
+                })
+            }
+        }
         (ResolvedTarget::HostPath(_), None) => roots
             .first()
             .cloned()
@@ -98,7 +127,7 @@ mod tests {
     #[test]
     fn a_spec_without_target_gets_the_first_root() {
         assert_eq!(
-            resolve(&spec(json!({})), &roots()),
+            resolve(&spec(json!({})), &roots(), &[]),
             Ok(BackupLocation::NodeRoot("/tmp/backup".into()))
         );
     }
@@ -107,13 +136,33 @@ mod tests {
     fn a_spec_may_pick_any_allowed_root_or_its_own_claim() {
         let picked = spec(json!({"backup": {"target": {"hostPath": "/srv/backups"}}}));
         assert_eq!(
-            resolve(&picked, &roots()),
+            resolve(&picked, &roots(), &[]),
             Ok(BackupLocation::NodeRoot("/srv/backups".into()))
         );
         let claim = spec(json!({"backup": {"target": {"persistentVolumeClaim": "mine"}}}));
         assert_eq!(
-            resolve(&claim, &roots()),
+            resolve(&claim, &roots(), &[]),
             Ok(BackupLocation::Claim("mine".into()))
+        );
+    }
+
+    #[test]
+    fn an_object_store_is_taken_unless_the_admin_lists_others() {
+        let store = spec(json!({"backup": {"target": {"objectStore": {
+            "endpoint": "https://s3.example.com/", "bucket": "backups", "credentialsSecret": "s3"
+        }}}}));
+        assert!(matches!(
+            resolve(&store, &roots(), &[]),
+            Ok(BackupLocation::ObjectStore(target)) if target.bucket == "backups"
+        ));
+        let allowed = parse_endpoints(" https://s3.example.com/ ,https://other:9000");
+        assert!(resolve(&store, &roots(), &allowed).is_ok());
+        let error = resolve(&store, &roots(), &parse_endpoints("https://s3.internal"))
+            .expect_err("an endpoint the admin does not list");
+        assert!(
+            error.to_string().contains("https://s3.internal")
+                && error.to_string().contains("nothing is sent"),
+            "{error}"
         );
     }
 
@@ -135,7 +184,7 @@ mod tests {
             "tmp/backup",
         ] {
             let hostile_spec = spec(json!({"backup": {"target": {"hostPath": hostile}}}));
-            let error = resolve(&hostile_spec, &roots()).expect_err(hostile);
+            let error = resolve(&hostile_spec, &roots(), &[]).expect_err(hostile);
             let message = error.to_string();
             assert!(
                 message.contains("/tmp/backup, /srv/backups") && message.contains(hostile),

@@ -60,6 +60,9 @@ struct CheckArgs {
     /// Node directories allowed for backups, as the reconciler's --backup-roots.
     #[arg(long, default_value = hellostateful_api::defaults::BACKUP_HOST_PATH)]
     backup_roots: String,
+    /// Object store endpoints allowed, as the reconciler's --object-store-endpoints.
+    #[arg(long, default_value = "")]
+    object_store_endpoints: String,
 }
 
 #[derive(clap::Args)]
@@ -76,6 +79,11 @@ struct RunArgs {
         default_value = hellostateful_api::defaults::BACKUP_HOST_PATH
     )]
     backup_roots: String,
+    /// Object store endpoints (https://host[:port]) a HelloStateful's
+    /// spec.backup.target.objectStore may name, separated by commas; empty (the default):
+    /// any. The keys always come from a Secret of the app's own namespace.
+    #[arg(long, env = "HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS", default_value = "")]
+    object_store_endpoints: String,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(
         long,
@@ -163,6 +171,9 @@ async fn check_children(args: CheckArgs) -> anyhow::Result<bool> {
     let settings = Settings {
         mover_image: concat!("hellostateful-reconciler:", env!("CARGO_PKG_VERSION")).into(),
         backup_roots: hellostateful_reconciler::location::parse_roots(&args.backup_roots)?,
+        object_store_endpoints: hellostateful_reconciler::location::parse_endpoints(
+            &args.object_store_endpoints,
+        ),
     };
     let client = kube::Client::try_default()
         .await
@@ -250,6 +261,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Settings {
             mover_image: args.mover_image,
             backup_roots,
+            object_store_endpoints: hellostateful_reconciler::location::parse_endpoints(
+                &args.object_store_endpoints,
+            ),
         },
         cache,
     );

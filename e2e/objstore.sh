@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Backups in an S3-compatible object store (spec.backup.target.objectStore), against a real
+# one: SeaweedFS on this node (e2e/objstore), reached by the mover pods over the network.
+# Each app reads its keys from a Secret of its own namespace; SeaweedFS gives each tenant's
+# keys its own bucket only.
+set -uo pipefail
+E2E_SUITE=objstore
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+eval "$(e2e/objstore up)"
+e2e/objstore bucket tenant-a
+e2e/objstore bucket tenant-b
+
+# s3 METHOD PATH [CURL-ARGS...]: a request to the store with the admin's keys (curl signs it).
+s3() {
+  local method=$1 path=$2; shift 2
+  curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" -u "$HS_S3_ADMIN_KEY:$HS_S3_ADMIN_SECRET" \
+    -X "$method" "$@" "$HS_S3_ENDPOINT/$path"
+}
+# keys BUCKET PREFIX: the object keys below PREFIX, one per line.
+keys() { s3 GET "$1?list-type=2&prefix=$2" | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g'; }
+
+# store_app NS NAME BUCKET SECRET [EXTRA-SPEC-JSON]: an app backed up to BUCKET with SECRET's keys.
+store_app() {
+  local ns=$1 name=$2 bucket=$3 secret=$4 extra=${5:-}
+  app_yaml "$name" "{\"replicas\": 1, \"restoreFromExisting\": true, \"backupSchedule\": \"0 0 1 1 *\"$extra,
+    \"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"$bucket\",
+    \"prefix\": \"e2e\", \"credentialsSecret\": \"$secret\", \"insecure\": true}}}}" | kubectl -n "$ns" apply -f - >/dev/null
+}
+# failed_then NS...: in an EXIT trap, the details of each namespace if the test failed.
+failed_then() {
+  local rc=$? ns
+  ((rc == 0)) && return 0
+  for ns in "$@"; do on_fail "$ns"; done
+}
+# keys_secret NS NAME KEY SECRET
+keys_secret() {
+  kubectl -n "$1" create secret generic "$2" --from-literal=AWS_ACCESS_KEY_ID="$3" \
+    --from-literal=AWS_SECRET_ACCESS_KEY="$4" >/dev/null
+}
+
+# The walkthrough with the store as the target: the data comes back from the store after the
+# app, its node directory and every node-directory backup are gone.
+test_data_comes_back_from_the_store_alone() {
+  local ns first lines id
+  ns=$(new_ns s3walk)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  store_app "$ns" hello tenant-a s3
+  wait_for "hello Ready" 120 app_ready "$ns" hello
+  wait_for "two lines written" 60 lines_at_least "$(host_log "$ns" hello 0)" 2
+  first=$(head -n1 "$(host_log "$ns" hello 0)")
+  lines=$(wc -l <"$(host_log "$ns" hello 0)")
+  [[ $(request "$ns" hello backup) == Succeeded ]]
+  id=$(jp "$ns" hello '{.status.backupRequest.backupId}')
+  keys tenant-a "e2e/$ns/hello/snapshots/" | grep -qx "e2e/$ns/hello/snapshots/$id.json"
+  [[ -z $(backups_of "$ns" hello) ]] || { echo "a node-directory backup was made"; return 1; }
+
+  kubectl -n "$ns" delete hellostateful hello --wait=true --timeout=120s >/dev/null
+  rm -rf "${HOSTPATH_ROOT:?}/$ns" "${BACKUP_ROOT:?}/$ns"
+  store_app "$ns" hello tenant-a s3
+  wait_for "hello Ready again" 180 app_ready "$ns" hello
+  [[ $(jp "$ns" hello '{.status.isRestored}') == true ]]
+  [[ $(head -n1 "$(host_log "$ns" hello 0)") == "$first" ]]
+  (($(wc -l <"$(host_log "$ns" hello 0)") >= lines))
+}
+
+# Contents are named by their BLAKE3 and shared: a second backup sends only what changed.
+test_second_backup_sends_only_what_changed() {
+  local ns before first second
+  ns=$(new_ns s3inc)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  # 40 files of random data, then the 2018 loop.
+  store_app "$ns" many tenant-a s3 ', "command": ["sh", "-c", "mkdir -p /usr/share/hello/many; [ -f /usr/share/hello/many/f40 ] || for i in $(seq 1 40); do head -c 65536 /dev/urandom > /usr/share/hello/many/f$i; done; while true; do date >> /usr/share/hello/stateful.log; sleep 10; done"]'
+  wait_for "many Ready" 120 app_ready "$ns" many
+  wait_for "40 files written" 60 test -f "$(data_dir "$ns" many 0)/many/f40"
+  before=$(e2e/objstore puts)
+  [[ $(request "$ns" many backup) == Succeeded ]]
+  first=$(($(e2e/objstore puts) - before))
+  before=$(e2e/objstore puts)
+  [[ $(request "$ns" many backup) == Succeeded ]]
+  second=$(($(e2e/objstore puts) - before))
+  echo "PUT requests: first backup $first, second backup $second"
+  # The first sends 40 files, the log and the manifest; the second at most the log (if it
+  # grew meanwhile) and its manifest.
+  ((first >= 42 && second <= 2))
+}
+
+# A damaged object is found before the live data is touched, and the restore is refused.
+test_corrupted_object_is_refused_before_live_data_is_touched() {
+  local ns id object live
+  ns=$(new_ns s3bad)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  store_app "$ns" bad tenant-a s3
+  wait_for "bad Ready" 120 app_ready "$ns" bad
+  wait_for "a line written" 60 lines_at_least "$(host_log "$ns" bad 0)" 1
+  [[ $(request "$ns" bad backup) == Succeeded ]]
+  id=$(jp "$ns" bad '{.status.backupRequest.backupId}')
+  object=$(keys tenant-a "e2e/$ns/bad/data/" | head -n1)
+  [[ -n $object ]]
+  printf 'not what was backed up\n' | s3 PUT "tenant-a/$object" --data-binary @- >/dev/null
+  live=$(cat "$(host_log "$ns" bad 0)")
+  [[ $(request "$ns" bad restore "hello-stateful.example.com/restore-from=$id") == Failed ]]
+  status_contains "$ns" bad '{.status.restoreRequest.message}' "do not match"
+  # The app runs again on its own data, which the refused restore left as it was.
+  wait_for "bad Ready after the refused restore" 120 app_ready "$ns" bad
+  [[ $(head -c ${#live} "$(host_log "$ns" bad 0)") == "$live" ]]
+}
+
+# Wrong keys: the backup fails and says why.
+test_wrong_keys_fail_with_a_clear_message() {
+  local ns
+  ns=$(new_ns s3keys)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a not-the-secret
+  store_app "$ns" locked tenant-a s3
+  wait_for "locked Ready" 120 app_ready "$ns" locked
+  [[ $(request "$ns" locked backup) == Failed ]]
+  status_contains "$ns" locked '{.status.backupRequest.message}' "s3://tenant-a/e2e"
+  jp "$ns" locked '{.status.backupRequest.message}' | grep -Eiq 'signature|denied|403|invalid'
+}
+
+# Two namespaces, the same app name, separate Secrets: neither reaches the other's objects.
+test_tenants_never_see_each_others_objects() {
+  local a b
+  a=$(new_ns s3ta) b=$(new_ns s3tb)
+  trap "failed_then '$a' '$b'; cleanup_ns '$a'; cleanup_ns '$b'" EXIT
+  keys_secret "$a" s3 tenant-a tenant-a-secret
+  keys_secret "$b" s3 tenant-b tenant-b-secret
+  store_app "$a" same tenant-a s3
+  # b names a's bucket with its own keys: refused by the store.
+  store_app "$b" same tenant-a s3
+  wait_for "a/same Ready" 120 app_ready "$a" same
+  wait_for "b/same Ready" 120 app_ready "$b" same
+  [[ $(request "$a" same backup) == Succeeded ]]
+  [[ $(request "$b" same backup) == Failed ]]
+  status_contains "$b" same '{.status.backupRequest.message}' "s3://tenant-a/e2e/$b/same"
+  # With its own bucket it works, and each namespace's objects stay below its own prefix.
+  store_app "$b" same tenant-b s3
+  [[ $(request "$b" same backup) == Succeeded ]]
+  [[ -n $(keys tenant-a "e2e/$a/same/snapshots/") && -z $(keys tenant-a "e2e/$b/") ]]
+  [[ -n $(keys tenant-b "e2e/$b/same/snapshots/") && -z $(keys tenant-b "e2e/$a/") ]]
+}
+
+# The server is down during a backup: that backup fails with a clear message, the one before
+# stays whole, and the next one succeeds once the server is back.
+test_store_down_fails_the_backup_and_keeps_the_last_good_one() {
+  local ns good
+  ns=$(new_ns s3down)
+  trap "failed_then '$ns'; e2e/objstore start; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  store_app "$ns" down tenant-a s3
+  wait_for "down Ready" 120 app_ready "$ns" down
+  [[ $(request "$ns" down backup) == Succeeded ]]
+  good=$(jp "$ns" down '{.status.backupRequest.backupId}')
+  e2e/objstore stop
+  [[ $(request "$ns" down backup) == Failed ]]
+  status_contains "$ns" down '{.status.backupRequest.message}' "s3://tenant-a/e2e/$ns/down"
+  e2e/objstore start
+  [[ $(request "$ns" down backup) == Succeeded ]]
+  keys tenant-a "e2e/$ns/down/snapshots/" | grep -qx "e2e/$ns/down/snapshots/$good.json"
+}
+
+run_test data_comes_back_from_the_store_alone test_data_comes_back_from_the_store_alone
+run_test second_backup_sends_only_what_changed test_second_backup_sends_only_what_changed
+run_test corrupted_object_is_refused_before_live_data_is_touched test_corrupted_object_is_refused_before_live_data_is_touched
+run_test wrong_keys_fail_with_a_clear_message test_wrong_keys_fail_with_a_clear_message
+run_test tenants_never_see_each_others_objects test_tenants_never_see_each_others_objects
+run_test store_down_fails_the_backup_and_keeps_the_last_good_one test_store_down_fails_the_backup_and_keeps_the_last_good_one
+summary

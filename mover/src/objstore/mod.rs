@@ -1,0 +1,412 @@
+//! Backups in an S3-compatible object store (`spec.backup.target.objectStore`): off the
+//! node, so that losing the node does not lose the backups.
+//!
+//! Layout below `<bucket>/<prefix>/<namespace>/<name>/`:
+//!
+//! ```text
+//! data/<b3[0..2]>/<b3>          one file's contents, named by their BLAKE3: written once,
+//!                               shared by every snapshot that holds that content
+//! snapshots/<id>.json           a snapshot's manifest (entries inline), written last
+//! ```
+//!
+//! A snapshot exists once its manifest does, and the manifest is put only after every
+//! object it names is stored: a backup killed midway leaves objects that the next one
+//! finds and does not send again, and no snapshot. Restores and `verify` hash what they
+//! download and refuse an object whose contents do not match its name.
+//!
+//! The protocol (signing, retries with backoff on 5xx and timeouts, multipart uploads) is
+//! the `object_store` crate's; the mover's code is synchronous, so calls run on a small
+//! Tokio runtime of their own.
+
+mod catalog;
+mod upload;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as Key;
+use object_store::prefix::PrefixStore;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+
+use crate::error::{MoverError, Result};
+use crate::names::{App, BackupId};
+
+pub(crate) use catalog::{StoredSnapshot, any, resolve};
+pub use catalog::{delete, describe, list, prune, purge, verify};
+pub use upload::backup;
+
+/// Environment variable holding the access key id (from the app's Secret).
+pub const ACCESS_KEY_ENV: &str = "AWS_ACCESS_KEY_ID";
+/// Environment variable holding the secret access key (from the app's Secret).
+pub const SECRET_KEY_ENV: &str = "AWS_SECRET_ACCESS_KEY";
+
+/// Files up to this size are read into memory and put in one request; larger ones are
+/// sent as a multipart upload of parts this size.
+pub(crate) const PART_SIZE: usize = 8 * 1024 * 1024;
+
+/// Where an app's backups live in an object store, and the keys to it.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `http(s)://host[:port]` of the S3 API.
+    pub endpoint: String,
+    /// The bucket.
+    pub bucket: String,
+    /// Key prefix inside the bucket (may be empty); the app's objects go below
+    /// `<prefix>/<namespace>/<name>/`.
+    pub prefix: String,
+    /// The region to sign for (S3-compatible servers mostly accept any).
+    pub region: String,
+    /// Allow a plain-HTTP endpoint.
+    pub insecure: bool,
+    /// Access key id.
+    pub access_key_id: String,
+    /// Secret access key.
+    pub secret_access_key: String,
+}
+
+impl StoreConfig {
+    /// Checks the parts a spec controls: a bucket name S3 accepts, and a prefix of plain
+    /// path segments (it must not reach above or beside the app's own place).
+    pub fn check(&self) -> Result<()> {
+        let usage = |m: String| Err(MoverError::Usage(m));
+        let b = &self.bucket;
+        let bucket_ok = (3..=63).contains(&b.len())
+            && b.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+            && b.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && b.bytes().last().is_some_and(|c| c.is_ascii_alphanumeric());
+        if !bucket_ok {
+            return usage(format!(
+                "invalid bucket {b:?}: 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit"
+            ));
+        }
+        let segment_ok = |s: &str| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(&c))
+        };
+        if !self.prefix.is_empty() && !self.prefix.split('/').all(segment_ok) {
+            return usage(format!(
+                "invalid prefix {:?}: '/'-separated segments of letters, digits, '.', '_' or '-', no '.' or '..' segment, no leading, trailing or doubled '/'",
+                self.prefix
+            ));
+        }
+        let scheme_ok = self.endpoint.starts_with("https://")
+            || (self.insecure && self.endpoint.starts_with("http://"));
+        if !scheme_ok {
+            return usage(format!(
+                "invalid endpoint {:?}: https://host[:port] (http:// only with insecure: true)",
+                self.endpoint
+            ));
+        }
+        if self.access_key_id.is_empty() || self.secret_access_key.is_empty() {
+            return usage(format!(
+                "no credentials for the object store: {ACCESS_KEY_ENV} and {SECRET_KEY_ENV} must be set (from the Secret the spec names)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// `s3://bucket/prefix`, for messages.
+    fn url(&self) -> String {
+        match self.prefix.as_str() {
+            "" => format!("s3://{}", self.bucket),
+            prefix => format!("s3://{}/{prefix}", self.bucket),
+        }
+    }
+}
+
+/// One app's place in an object store.
+pub struct Store {
+    runtime: tokio::runtime::Runtime,
+    objects: Arc<dyn ObjectStore>,
+    /// Names the app, with the store's URL as its target (for messages).
+    app: App,
+}
+
+impl Store {
+    /// Connects (lazily: nothing is sent until the first call) to the app's place.
+    pub fn open(config: &StoreConfig, namespace: &str, name: &str) -> Result<Self> {
+        config.check()?;
+        let app = App::new(config.url(), namespace, name)?;
+        // The mover runs as a Job with a deadline: fail within minutes, not hours, on a
+        // server that is down, and let the Job's retry start over.
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(200),
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            max_retries: 4,
+            retry_timeout: Duration::from_secs(30),
+        };
+        let client = ClientOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(120));
+        let s3 = AmazonS3Builder::new()
+            .with_endpoint(&config.endpoint)
+            .with_bucket_name(&config.bucket)
+            .with_region(&config.region)
+            .with_access_key_id(&config.access_key_id)
+            .with_secret_access_key(&config.secret_access_key)
+            .with_allow_http(config.insecure)
+            .with_virtual_hosted_style_request(false)
+            .with_retry(retry)
+            .with_client_options(client)
+            .build()
+            .map_err(|e| {
+                MoverError::Usage(format!("cannot use object store {}: {e}", config.url()))
+            })?;
+        let below = match config.prefix.as_str() {
+            "" => format!("{namespace}/{name}"),
+            prefix => format!("{prefix}/{namespace}/{name}"),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| MoverError::Io {
+                action: "start the I/O runtime for",
+                path: PathBuf::from(config.url()),
+                source: e,
+            })?;
+        Ok(Store {
+            runtime,
+            objects: Arc::new(PrefixStore::new(s3, below.as_str())),
+            app,
+        })
+    }
+
+    /// The app, named with the store's URL as its target.
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// Runs a call to the store to completion (from any thread but the runtime's own).
+    fn block_on<F: Future>(&self, call: F) -> F::Output {
+        self.runtime.block_on(call)
+    }
+
+    /// `s3://bucket/prefix/ns/name/<key>`, for messages.
+    fn address(&self, key: &Key) -> PathBuf {
+        self.app.dir().join(key.as_ref())
+    }
+
+    fn failed(
+        &self,
+        action: &'static str,
+        key: &Key,
+    ) -> impl FnOnce(object_store::Error) -> MoverError {
+        let path = self.address(key);
+        move |source| MoverError::Store {
+            action,
+            path,
+            source,
+        }
+    }
+
+    /// The key of the object holding contents with this BLAKE3 (hex).
+    fn data_key(blake3: &str) -> Key {
+        Key::from(format!("data/{}/{blake3}", &blake3[..2.min(blake3.len())]))
+    }
+
+    /// The key of snapshot `id`'s manifest.
+    fn manifest_key(id: &BackupId) -> Key {
+        Key::from(format!("snapshots/{id}.json"))
+    }
+
+    /// The ids of the snapshots whose manifests are stored, oldest first.
+    pub(crate) fn snapshot_ids(&self) -> Result<Vec<BackupId>> {
+        let prefix = Key::from("snapshots");
+        let metas: Vec<_> = self
+            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
+            .map_err(self.failed("list", &prefix))?;
+        let mut ids: Vec<BackupId> = metas
+            .iter()
+            .filter_map(|m| m.location.filename()?.strip_suffix(".json")?.parse().ok())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The contents stored, by BLAKE3 (hex), with their sizes.
+    pub(crate) fn stored_contents(&self) -> Result<std::collections::HashMap<String, u64>> {
+        let prefix = Key::from("data");
+        let metas: Vec<_> = self
+            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
+            .map_err(self.failed("list", &prefix))?;
+        Ok(metas
+            .into_iter()
+            .filter_map(|m| Some((m.location.filename()?.to_owned(), m.size)))
+            .collect())
+    }
+
+    /// Reads a whole (small) object; `None` if there is none.
+    fn get_bytes(&self, key: &Key) -> Result<Option<Bytes>> {
+        let fetched = self.block_on(async {
+            match self.objects.get(key).await {
+                Ok(result) => result.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        fetched.map_err(self.failed("read", key))
+    }
+
+    fn put_bytes(&self, key: &Key, bytes: Bytes) -> Result<()> {
+        self.block_on(self.objects.put(key, bytes.into()))
+            .map(|_| ())
+            .map_err(self.failed("write", key))
+    }
+
+    fn delete_key(&self, key: &Key) -> Result<()> {
+        self.block_on(self.objects.delete(key))
+            .map_err(self.failed("delete", key))
+    }
+
+    /// Streams the object with this BLAKE3 into `write`, hashing it; returns its length
+    /// and hash. A missing object is `Ok(None)`.
+    pub(crate) fn fetch_content(
+        &self,
+        blake3: &str,
+        mut write: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Option<(u64, blake3::Hash)>> {
+        let key = Self::data_key(blake3);
+        let fetched = self.block_on(async {
+            let mut stream = match self.objects.get(&key).await {
+                Ok(result) => result.into_stream(),
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(Err(e)),
+            };
+            let mut hasher = blake3::Hasher::new();
+            let mut len = 0u64;
+            while let Some(chunk) = stream.try_next().await.map_err(Err)? {
+                hasher.update(&chunk);
+                len += chunk.len() as u64;
+                write(&chunk).map_err(Ok)?;
+            }
+            Ok(Some((len, hasher.finalize())))
+        });
+        match fetched {
+            Ok(done) => Ok(done),
+            Err(Ok(write_error)) => Err(write_error),
+            Err(Err(e)) => Err(self.failed("read", &key)(e)),
+        }
+    }
+
+    /// The address of the object holding this content, for messages.
+    pub(crate) fn content_address(&self, blake3: &str) -> PathBuf {
+        self.address(&Self::data_key(blake3))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> StoreConfig {
+        StoreConfig {
+            endpoint: "https://s3.example.com".into(),
+            bucket: "backups".into(),
+            prefix: "team/a".into(),
+            region: "us-east-1".into(),
+            insecure: false,
+            access_key_id: "key".into(),
+            secret_access_key: "secret".into(),
+        }
+    }
+
+    #[test]
+    fn a_clean_config_is_taken() {
+        assert!(config().check().is_ok());
+        let no_prefix = StoreConfig {
+            prefix: String::new(),
+            ..config()
+        };
+        assert!(no_prefix.check().is_ok());
+    }
+
+    #[test]
+    fn prefixes_that_could_reach_beside_the_app_are_refused() {
+        for bad in [
+            "..", "a/../b", "/a", "a/", "a//b", "./a", "a b", "a\\b", "%2e%2e",
+        ] {
+            let hostile = StoreConfig {
+                prefix: bad.into(),
+                ..config()
+            };
+            let error = hostile.check().expect_err(bad).to_string();
+            assert!(error.contains("invalid prefix"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn bad_buckets_plain_http_and_missing_keys_are_refused_with_the_reason() {
+        let cases = [
+            (
+                StoreConfig {
+                    bucket: "B".into(),
+                    ..config()
+                },
+                "invalid bucket",
+            ),
+            (
+                StoreConfig {
+                    bucket: "a/b".into(),
+                    ..config()
+                },
+                "invalid bucket",
+            ),
+            (
+                StoreConfig {
+                    endpoint: "http://s3.example.com".into(),
+                    ..config()
+                },
+                "insecure",
+            ),
+            (
+                StoreConfig {
+                    endpoint: "file:///etc".into(),
+                    insecure: true,
+                    ..config()
+                },
+                "invalid endpoint",
+            ),
+            (
+                StoreConfig {
+                    secret_access_key: String::new(),
+                    ..config()
+                },
+                SECRET_KEY_ENV,
+            ),
+        ];
+        for (config, expected) in cases {
+            let error = config.check().expect_err(expected).to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+        let http = StoreConfig {
+            endpoint: "http://seaweedfs:8333".into(),
+            insecure: true,
+            ..config()
+        };
+        assert!(http.check().is_ok());
+    }
+
+    #[test]
+    fn contents_are_named_by_their_hash_below_two_hex_digits() {
+        let hash = blake3::hash(b"hello").to_hex().to_string();
+        let key = Store::data_key(&hash);
+        assert_eq!(key.as_ref(), format!("data/{}/{hash}", &hash[..2]));
+        let id: BackupId = "20261130T010203Z".parse().expect("id");
+        assert_eq!(
+            Store::manifest_key(&id).as_ref(),
+            "snapshots/20261130T010203Z.json"
+        );
+    }
+}

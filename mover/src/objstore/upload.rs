@@ -1,0 +1,463 @@
+//! A backup into the object store, straight from the live volumes.
+//!
+//! Each regular file is read and hashed; its contents are sent only if no object of that
+//! BLAKE3 is stored yet (by this backup, an earlier one, or one that was killed before
+//! its manifest). A file whose size, times, mode, owner and inode are those the previous
+//! snapshot recorded is not read at all (the same quick check as a node-directory backup):
+//! its recorded hash is reused, provided its object is still stored. The manifest is put
+//! last.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use object_store::{ObjectStoreExt, WriteMultipart};
+use rustix::fs::FileType;
+
+use super::{PART_SIZE, Store};
+use crate::backup::{
+    BackupOptions, BackupReport, COPY_ATTEMPTS, CopyCheck, NAMED_INCONSISTENT, Totals, check_copy,
+    unchanged_since, vanished,
+};
+use crate::confined::{Dir, Inode};
+use crate::error::{MoverError, Result};
+use crate::fsops::{self, meta_of};
+use crate::manifest::{Entry, Kind, Replica, Xattrs};
+use crate::names::BackupId;
+use crate::{swap, volumes};
+
+/// Backs up every ordinal volume under `options.source` into a new snapshot in `store`.
+pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
+    let started = Instant::now();
+    let start_time = Utc::now();
+    if let Some(keep) = options.keep_last {
+        crate::catalog::check_keep_last(keep)?;
+    }
+    let volumes = volumes::ordinal_dirs(&options.source)?;
+    // A restore interrupted mid-swap may have left a mix of old and new volumes.
+    swap::check_settled(&volumes)?;
+    let ids = store.snapshot_ids()?;
+    let previous = super::catalog::latest(store, &ids);
+    let mut id = BackupId::at(start_time);
+    if let Some(last) = ids.last()
+        && *last >= id
+    {
+        id = last.next();
+    }
+    let uploader = Uploader {
+        store,
+        stored: Mutex::new(store.stored_contents()?.into_keys().collect()),
+        previous_start: previous.as_ref().map(|p| p.manifest.start_time),
+    };
+    let mut totals = Totals::default();
+    let mut replicas = Vec::new();
+    for (ordinal, volume) in &volumes {
+        let previous_files: HashMap<PathBuf, Entry> = previous
+            .as_ref()
+            .and_then(|p| p.manifest.replicas.iter().find(|r| r.ordinal == *ordinal))
+            .map(|r| {
+                r.entries
+                    .iter()
+                    .filter(|e| e.kind == Kind::File && e.hard_link_to().is_none())
+                    .map(|e| (e.rel_path(), e.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        replicas.push(uploader.replica(*ordinal, volume, &previous_files, &mut totals)?);
+    }
+    let ordinals: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
+    let mut manifest = totals.manifest(
+        &id,
+        store.app().label(),
+        start_time,
+        started,
+        ordinals,
+        replicas,
+    );
+    let key = Store::manifest_key(&id);
+    let sealed = manifest
+        .sealed_inline()
+        .map_err(|source| MoverError::ManifestParse {
+            path: store.address(&key),
+            source,
+        })?;
+    crate::fault::step();
+    store.put_bytes(&key, Bytes::from(sealed))?;
+    let pruned = match options.keep_last {
+        Some(keep) => super::catalog::prune(store, keep)?.pruned,
+        None => Vec::new(),
+    };
+    Ok(totals.report(&manifest, pruned))
+}
+
+struct Uploader<'a> {
+    store: &'a Store,
+    /// BLAKE3s of the contents stored (listed at the start, then added to as we send).
+    stored: Mutex<HashSet<String>>,
+    previous_start: Option<DateTime<Utc>>,
+}
+
+/// What the walk found, in walk order.
+enum Found {
+    /// A directory or symlink: its entry is complete.
+    Done(Entry),
+    /// A regular file, read and sent (or found stored) in parallel.
+    File { rel: PathBuf, lstat: Inode },
+    /// Another path of a multiply-linked file seen earlier.
+    Link {
+        rel: PathBuf,
+        lstat: Inode,
+        first: PathBuf,
+    },
+}
+
+enum Outcome {
+    /// Unchanged since the previous snapshot: its recorded entry, object still stored.
+    Reused(Entry),
+    /// Read and hashed; `sent` is whether its contents had to be uploaded.
+    Read {
+        entry: Entry,
+        sent: bool,
+    },
+    Vanished,
+}
+
+impl Uploader<'_> {
+    fn replica(
+        &self,
+        ordinal: u32,
+        volume: &Dir,
+        previous: &HashMap<PathBuf, Entry>,
+        totals: &mut Totals,
+    ) -> Result<Replica> {
+        let root = meta_of(&volume.stat()?, volume.path())?;
+        let root_xattrs = fsops::read_xattrs(volume, volume.path())?;
+        let mut found = Vec::new();
+        let mut first_links: HashMap<(u64, u64), PathBuf> = HashMap::new();
+        volume.walk(swap::is_reserved, |rel, lstat| {
+            let path = volume.join(rel);
+            match lstat.kind {
+                FileType::Directory => {
+                    let xattrs = match volume.open_dir(rel) {
+                        Ok(dir) => fsops::read_xattrs(&dir, &path)?,
+                        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Xattrs::new(),
+                        Err(e) => return Err(e),
+                    };
+                    let mut entry = Entry::new(rel, Kind::Dir, 0, meta_of(lstat, &path)?);
+                    entry.xattrs = xattrs;
+                    found.push(Found::Done(entry));
+                }
+                FileType::Symlink => match volume.read_link(rel) {
+                    Ok(target) => {
+                        let size = target.as_os_str().len() as u64;
+                        let meta = meta_of(lstat, &path)?;
+                        found.push(Found::Done(
+                            Entry::new(rel, Kind::Symlink, size, meta).with_target(&target),
+                        ));
+                    }
+                    Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => vanished(&path),
+                    Err(e) => return Err(e),
+                },
+                FileType::RegularFile => {
+                    let (rel, lstat) = (rel.to_owned(), *lstat);
+                    match first_links.get(&(lstat.dev, lstat.ino)) {
+                        Some(first) => found.push(Found::Link {
+                            first: first.clone(),
+                            rel,
+                            lstat,
+                        }),
+                        None => {
+                            if lstat.nlink > 1 {
+                                first_links.insert((lstat.dev, lstat.ino), rel.clone());
+                            }
+                            found.push(Found::File { rel, lstat });
+                        }
+                    }
+                }
+                _ => crate::warn(format!(
+                    "skipping {}: sockets, fifos and device files are not backed up",
+                    path.display()
+                )),
+            }
+            Ok(())
+        })?;
+
+        let outcomes = fsops::par_map(&found, |item, buf| match item {
+            Found::File { rel, lstat } => self
+                .file(volume, rel, lstat, previous.get(rel), buf)
+                .map(Some),
+            _ => Ok(None),
+        })?;
+        let mut entries: Vec<Entry> = Vec::with_capacity(found.len());
+        let mut by_path: HashMap<PathBuf, usize> = HashMap::new();
+        for (item, outcome) in found.into_iter().zip(outcomes) {
+            let outcome = match (item, outcome) {
+                (Found::Done(entry), _) => {
+                    entries.push(entry);
+                    continue;
+                }
+                (Found::File { .. }, Some(outcome)) => outcome,
+                (Found::Link { rel, lstat, first }, _) => {
+                    match by_path.get(&first).map(|&i| &entries[i]) {
+                        Some(copied)
+                            if !copied.inconsistent && self.same_inode(volume, &rel, &lstat) =>
+                        {
+                            let mut entry = Entry::new(&rel, Kind::File, copied.size, copied.meta)
+                                .with_hard_link(&first);
+                            entry.blake3.clone_from(&copied.blake3);
+                            entry.source = copied.source;
+                            entry.xattrs.clone_from(&copied.xattrs);
+                            totals.files += 1;
+                            totals.bytes += entry.size;
+                            entries.push(entry);
+                            continue;
+                        }
+                        // The first path vanished or changed: this one stands alone.
+                        _ => {
+                            self.file(volume, &rel, &lstat, previous.get(&rel), &mut Vec::new())?
+                        }
+                    }
+                }
+                // par_map gives every file an outcome.
+                (Found::File { .. }, None) => continue,
+            };
+            let entry = match outcome {
+                Outcome::Vanished => continue,
+                Outcome::Reused(entry) => {
+                    totals.linked_files += 1;
+                    entry
+                }
+                Outcome::Read { entry, sent } => {
+                    if sent {
+                        totals.new_bytes += entry.size;
+                    } else {
+                        totals.linked_files += 1;
+                    }
+                    if entry.inconsistent {
+                        totals.inconsistent += 1;
+                        if totals.inconsistent_named.len() < NAMED_INCONSISTENT {
+                            totals
+                                .inconsistent_named
+                                .push(format!("{ordinal}/{}", entry.rel_path().display()));
+                        }
+                    }
+                    entry
+                }
+            };
+            totals.files += 1;
+            totals.bytes += entry.size;
+            by_path.insert(entry.rel_path(), entries.len());
+            entries.push(entry);
+        }
+        Ok(Replica {
+            ordinal,
+            root,
+            root_xattrs,
+            entries,
+            entry_file: None,
+        })
+    }
+
+    fn same_inode(&self, volume: &Dir, rel: &Path, lstat: &Inode) -> bool {
+        volume
+            .lstat(rel)
+            .is_ok_and(|now| (now.dev, now.ino) == (lstat.dev, lstat.ino))
+    }
+
+    fn is_stored(&self, blake3: &str) -> bool {
+        self.stored.lock().is_ok_and(|s| s.contains(blake3))
+    }
+
+    fn mark_stored(&self, blake3: String) {
+        if let Ok(mut stored) = self.stored.lock() {
+            stored.insert(blake3);
+        }
+    }
+
+    fn file(
+        &self,
+        volume: &Dir,
+        rel: &Path,
+        lstat: &Inode,
+        previous: Option<&Entry>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Outcome> {
+        let path = volume.join(rel);
+        let meta = meta_of(lstat, &path)?;
+        let stamp = fsops::stamp_of(lstat, &path)?;
+        if let (Some(previous), Some(recorded_at)) = (previous, self.previous_start)
+            && unchanged_since(previous, recorded_at, lstat, &meta, &stamp)
+            && previous
+                .blake3
+                .as_deref()
+                .is_some_and(|b| self.is_stored(b))
+        {
+            let mut entry = previous.clone();
+            entry.source = Some(stamp);
+            return Ok(Outcome::Reused(entry));
+        }
+        let mut attempt = 1;
+        loop {
+            let mut src = match volume.open_file(rel) {
+                Ok(src) => src,
+                Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+                    vanished(&path);
+                    return Ok(Outcome::Vanished);
+                }
+                Err(e) => return Err(e),
+            };
+            let before = Inode::of(&src, &path)?;
+            if before.kind != FileType::RegularFile {
+                before.expect_same(lstat, &path)?;
+            }
+            let small = before.size <= PART_SIZE as u64;
+            // Small files are kept in memory as read, so what is sent is what was hashed.
+            buf.clear();
+            let (len, hash) = if small {
+                (&mut src)
+                    .take(PART_SIZE as u64 + 1)
+                    .read_to_end(buf)
+                    .map_err(crate::error::io_err("read", &path))?;
+                (buf.len() as u64, blake3::hash(buf))
+            } else {
+                hash_file(&mut src, &path, buf)?
+            };
+            let xattrs = fsops::read_xattrs(&src, &path)?;
+            let after = Inode::of(&src, &path)?;
+            let consistent = match check_copy(&before, &after, len) {
+                CopyCheck::Consistent => true,
+                CopyCheck::Short => {
+                    return Err(MoverError::Io {
+                        action: "read all of",
+                        path,
+                        source: io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("short read: {len} of its {} bytes", before.size),
+                        ),
+                    });
+                }
+                CopyCheck::Changed if attempt < COPY_ATTEMPTS || !small => {
+                    if attempt >= COPY_ATTEMPTS {
+                        return Err(changed_throughout(&path, before.size));
+                    }
+                    attempt += 1;
+                    continue;
+                }
+                CopyCheck::Changed => {
+                    crate::warn(format!(
+                        "{} changed while being read {COPY_ATTEMPTS} times; keeping the {len} bytes read, flagged inconsistent",
+                        path.display()
+                    ));
+                    false
+                }
+            };
+            let blake3 = hash.to_hex().to_string();
+            let sent = if self.is_stored(&blake3) {
+                false
+            } else if small {
+                self.store
+                    .put_bytes(&Store::data_key(&blake3), Bytes::copy_from_slice(buf))?;
+                true
+            } else if self.send_large(&mut src, &path, &blake3, buf)? {
+                true
+            } else if attempt < COPY_ATTEMPTS {
+                attempt += 1;
+                continue;
+            } else {
+                return Err(changed_throughout(&path, before.size));
+            };
+            self.mark_stored(blake3.clone());
+            let mut entry = Entry::new(rel, Kind::File, len, meta_of(&before, &path)?);
+            entry.xattrs = xattrs;
+            entry.blake3 = Some(blake3);
+            entry.source = Some(fsops::stamp_of(&before, &path)?);
+            entry.inconsistent = !consistent;
+            return Ok(Outcome::Read { entry, sent });
+        }
+    }
+
+    /// Sends a large file as a multipart upload, read again from the start; completes it
+    /// only if what was sent hashes to `blake3` (else aborts it and returns false: the file
+    /// changed since it was hashed).
+    fn send_large(
+        &self,
+        src: &mut std::fs::File,
+        path: &Path,
+        blake3: &str,
+        buf: &mut Vec<u8>,
+    ) -> Result<bool> {
+        use std::io::Seek;
+        let key = Store::data_key(blake3);
+        src.seek(io::SeekFrom::Start(0))
+            .map_err(crate::error::io_err("seek", path))?;
+        let store = self.store;
+        let upload = store
+            .block_on(store.objects.put_multipart(&key))
+            .map_err(store.failed("start uploading", &key))?;
+        let _runtime = store.runtime.enter();
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        let mut hasher = blake3::Hasher::new();
+        buf.resize(1024 * 1024, 0);
+        loop {
+            let n = match src.read(buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = store.block_on(writer.abort());
+                    return Err(crate::error::io_err("read", path)(e));
+                }
+            };
+            hasher.update(&buf[..n]);
+            // At most a few parts in flight: bounded memory, bounded parallelism.
+            store
+                .block_on(writer.wait_for_capacity(2))
+                .map_err(store.failed("upload", &key))?;
+            writer.write(&buf[..n]);
+        }
+        if hasher.finalize().to_hex().as_str() != blake3 {
+            let _ = store.block_on(writer.abort());
+            return Ok(false);
+        }
+        store
+            .block_on(writer.finish())
+            .map_err(store.failed("upload", &key))?;
+        Ok(true)
+    }
+}
+
+fn hash_file(
+    src: &mut std::fs::File,
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> Result<(u64, blake3::Hash)> {
+    buf.resize(1024 * 1024, 0);
+    let mut hasher = blake3::Hasher::new();
+    let mut len = 0u64;
+    loop {
+        match src.read(buf) {
+            Ok(0) => return Ok((len, hasher.finalize())),
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                len += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(crate::error::io_err("read", path)(e)),
+        }
+    }
+}
+
+fn changed_throughout(path: &Path, size: u64) -> MoverError {
+    MoverError::Io {
+        action: "back up",
+        path: path.to_owned(),
+        source: io::Error::other(format!(
+            "it ({size} bytes) changed while being sent each of {COPY_ATTEMPTS} times: a file larger than {} MiB must hold still while it is backed up to an object store",
+            PART_SIZE / (1024 * 1024)
+        )),
+    }
+}
