@@ -16,15 +16,20 @@ e2e/objstore bucket tenant-b
 s3() {
   local method=$1 path=$2; shift 2
   curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" -u "$HS_S3_ADMIN_KEY:$HS_S3_ADMIN_SECRET" \
-    -X "$method" "$@" "$HS_S3_ENDPOINT/$path"
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "$@" "$HS_S3_ENDPOINT/$path"
 }
 # keys BUCKET PREFIX: the object keys below PREFIX, one per line.
-keys() { s3 GET "$1?list-type=2&prefix=$2" | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g'; }
+keys() {
+  local listing
+  listing=$(s3 GET "$1?list-type=2&prefix=${2//\//%2F}")
+  { grep -o '<Key>[^<]*</Key>' <<<"$listing" || true; } | sed 's/<[^>]*>//g'
+}
 
-# store_app NS NAME BUCKET SECRET [EXTRA-SPEC-JSON]: an app backed up to BUCKET with SECRET's keys.
+# store_app NS NAME BUCKET SECRET [RESTORE] [EXTRA-SPEC-JSON]: an app backed up to BUCKET with
+# SECRET's keys, restoring its newest backup before it starts unless RESTORE is false.
 store_app() {
-  local ns=$1 name=$2 bucket=$3 secret=$4 extra=${5:-}
-  app_yaml "$name" "{\"replicas\": 1, \"restoreFromExisting\": true, \"backupSchedule\": \"0 0 1 1 *\"$extra,
+  local ns=$1 name=$2 bucket=$3 secret=$4 restore=${5:-true} extra=${6:-}
+  app_yaml "$name" "{\"replicas\": 1, \"restoreFromExisting\": $restore, \"backupSchedule\": \"0 0 1 1 *\"$extra,
     \"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"$bucket\",
     \"prefix\": \"e2e\", \"credentialsSecret\": \"$secret\", \"insecure\": true}}}}" | kubectl -n "$ns" apply -f - >/dev/null
 }
@@ -73,7 +78,7 @@ test_second_backup_sends_only_what_changed() {
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
   keys_secret "$ns" s3 tenant-a tenant-a-secret
   # 40 files of random data, then the 2018 loop.
-  store_app "$ns" many tenant-a s3 ', "command": ["sh", "-c", "mkdir -p /usr/share/hello/many; [ -f /usr/share/hello/many/f40 ] || for i in $(seq 1 40); do head -c 65536 /dev/urandom > /usr/share/hello/many/f$i; done; while true; do date >> /usr/share/hello/stateful.log; sleep 10; done"]'
+  store_app "$ns" many tenant-a s3 true ', "command": ["sh", "-c", "mkdir -p /usr/share/hello/many; [ -f /usr/share/hello/many/f40 ] || for i in $(seq 1 40); do head -c 65536 /dev/urandom > /usr/share/hello/many/f$i; done; while true; do date >> /usr/share/hello/stateful.log; sleep 10; done"]'
   wait_for "many Ready" 120 app_ready "$ns" many
   wait_for "40 files written" 60 test -f "$(data_dir "$ns" many 0)/many/f40"
   before=$(e2e/objstore puts)
@@ -104,23 +109,36 @@ test_corrupted_object_is_refused_before_live_data_is_touched() {
   printf 'not what was backed up\n' | s3 PUT "tenant-a/$object" --data-binary @- >/dev/null
   live=$(cat "$(host_log "$ns" bad 0)")
   [[ $(request "$ns" bad restore "hello-stateful.example.com/restore-from=$id") == Failed ]]
-  status_contains "$ns" bad '{.status.restoreRequest.message}' "do not match"
+  status_contains "$ns" bad '{.status.restoreRequest.message}' "is damaged"
   # The app runs again on its own data, which the refused restore left as it was.
   wait_for "bad Ready after the refused restore" 120 app_ready "$ns" bad
   [[ $(head -c ${#live} "$(host_log "$ns" bad 0)") == "$live" ]]
 }
 
-# Wrong keys: the backup fails and says why.
-test_wrong_keys_fail_with_a_clear_message() {
-  local ns
+# Wrong keys: the restore before the app starts fails at once (no retry can help) and the
+# app stays stopped, saying why; without the restore the app runs, and its backup fails,
+# saying why.
+test_wrong_keys_fail_at_once_with_a_clear_message() {
+  local ns message
   ns=$(new_ns s3keys)
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
   keys_secret "$ns" s3 tenant-a not-the-secret
   store_app "$ns" locked tenant-a s3
-  wait_for "locked Ready" 120 app_ready "$ns" locked
+  wait_for "the restore to fail" 120 \
+    status_contains "$ns" locked '{.status.conditions[?(@.type=="Restoring")].reason}' RestoreFailed
+  message=$(jp "$ns" locked '{.status.conditions[?(@.type=="Restoring")].message}')
+  echo "Restoring: $message"
+  [[ $message == *"s3://tenant-a/e2e/$ns/locked"* && $message == *SignatureDoesNotMatch* ]]
+  [[ $(jp "$ns" locked '{.status.conditions[?(@.type=="Ready")].status}') != True ]]
+  # A permanent failure: one pod, not the Job's retries.
+  [[ $(kubectl -n "$ns" get pods -l app.kubernetes.io/component=restore -o name | wc -l) -eq 1 ]]
+
+  store_app "$ns" locked tenant-a s3 false
+  wait_for "locked Ready without the restore" 120 app_ready "$ns" locked
   [[ $(request "$ns" locked backup) == Failed ]]
-  status_contains "$ns" locked '{.status.backupRequest.message}' "s3://tenant-a/e2e"
-  jp "$ns" locked '{.status.backupRequest.message}' | grep -Eiq 'signature|denied|403|invalid'
+  message=$(jp "$ns" locked '{.status.backupRequest.message}')
+  echo "backupRequest: $message"
+  [[ $message == *"s3://tenant-a/e2e/$ns/locked"* && $message == *SignatureDoesNotMatch* ]]
 }
 
 # Two namespaces, the same app name, separate Secrets: neither reaches the other's objects.
@@ -132,14 +150,15 @@ test_tenants_never_see_each_others_objects() {
   keys_secret "$b" s3 tenant-b tenant-b-secret
   store_app "$a" same tenant-a s3
   # b names a's bucket with its own keys: refused by the store.
-  store_app "$b" same tenant-a s3
+  store_app "$b" same tenant-a s3 false
   wait_for "a/same Ready" 120 app_ready "$a" same
   wait_for "b/same Ready" 120 app_ready "$b" same
   [[ $(request "$a" same backup) == Succeeded ]]
   [[ $(request "$b" same backup) == Failed ]]
   status_contains "$b" same '{.status.backupRequest.message}' "s3://tenant-a/e2e/$b/same"
+  status_contains "$b" same '{.status.backupRequest.message}' "AccessDenied"
   # With its own bucket it works, and each namespace's objects stay below its own prefix.
-  store_app "$b" same tenant-b s3
+  store_app "$b" same tenant-b s3 false
   [[ $(request "$b" same backup) == Succeeded ]]
   [[ -n $(keys tenant-a "e2e/$a/same/snapshots/") && -z $(keys tenant-a "e2e/$b/") ]]
   [[ -n $(keys tenant-b "e2e/$b/same/snapshots/") && -z $(keys tenant-b "e2e/$a/") ]]
@@ -167,7 +186,7 @@ test_store_down_fails_the_backup_and_keeps_the_last_good_one() {
 run_test data_comes_back_from_the_store_alone test_data_comes_back_from_the_store_alone
 run_test second_backup_sends_only_what_changed test_second_backup_sends_only_what_changed
 run_test corrupted_object_is_refused_before_live_data_is_touched test_corrupted_object_is_refused_before_live_data_is_touched
-run_test wrong_keys_fail_with_a_clear_message test_wrong_keys_fail_with_a_clear_message
+run_test wrong_keys_fail_at_once_with_a_clear_message test_wrong_keys_fail_at_once_with_a_clear_message
 run_test tenants_never_see_each_others_objects test_tenants_never_see_each_others_objects
 run_test store_down_fails_the_backup_and_keeps_the_last_good_one test_store_down_fails_the_backup_and_keeps_the_last_good_one
 summary

@@ -215,7 +215,20 @@ impl MoverError {
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
                 | MoverError::NoSpace { .. }
-        )
+        ) || matches!(self, MoverError::Store { source, .. } if refused(source))
+    }
+}
+
+/// Whether the object store refused the keys (401, 403): the same keys are refused again.
+/// A listing's refusal comes as a generic error that only its text tells apart.
+fn refused(error: &object_store::Error) -> bool {
+    match error {
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => true,
+        other => {
+            let text = crate::chain(other);
+            text.contains(" 403 Forbidden") || text.contains(" 401 Unauthorized")
+        }
     }
 }
 

@@ -59,12 +59,23 @@ pub(crate) fn warn(message: String) {
 }
 
 /// An error with its whole cause chain: `cannot read /x: Permission denied (os error 13)`.
+/// A cause whose text its error already shows (HTTP clients' errors do) is not repeated,
+/// and one line is made of each (a server's XML error body spans several).
 pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
+    let one_line = |e: &dyn std::error::Error| {
+        e.to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut text = one_line(error);
     let mut cause = error.source();
     while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
+        let said = one_line(e);
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
         cause = e.source();
     }
     text

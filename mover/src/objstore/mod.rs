@@ -147,15 +147,18 @@ impl Store {
             retry_timeout: Duration::from_secs(30),
         };
         let client = ClientOptions::new()
+            .with_allow_http(config.insecure)
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(120));
+        // The HTTP client's TLS takes its cryptography from the process-wide provider: ring,
+        // as kube's in the same binary. An Err only says one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let s3 = AmazonS3Builder::new()
             .with_endpoint(&config.endpoint)
             .with_bucket_name(&config.bucket)
             .with_region(&config.region)
             .with_access_key_id(&config.access_key_id)
             .with_secret_access_key(&config.secret_access_key)
-            .with_allow_http(config.insecure)
             .with_virtual_hosted_style_request(false)
             .with_retry(retry)
             .with_client_options(client)
