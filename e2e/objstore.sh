@@ -183,6 +183,40 @@ test_store_down_fails_the_backup_and_keeps_the_last_good_one() {
   keys tenant-a "e2e/$ns/down/snapshots/" | grep -qx "e2e/$ns/down/snapshots/$good.json"
 }
 
+# The plugin's whole job on a store: back up, list, describe, verify, restore an older
+# backup, delete one, and delete the app with its backups.
+test_plugin_restores_an_older_backup_and_deletes_them_all() {
+  local ns log older_lines older newer gone
+  ns=$(new_ns s3plug)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  store_app "$ns" p tenant-a s3
+  wait_for "p Ready" 120 app_ready "$ns" p
+  log=$(host_log "$ns" p 0)
+  wait_for "a line written" 60 lines_at_least "$log" 1
+  older=$("$HS_PLUGIN" -n "$ns" backup p --wait -o json | jq -r .backupId)
+  older_lines=$(wc -l <"$log")
+  wait_for "a line written after the older backup" 60 lines_at_least "$log" $((older_lines + 1))
+  newer=$("$HS_PLUGIN" -n "$ns" backup p --wait -o json | jq -r .backupId)
+  gone=$(tail -n1 "$log")
+  [[ $("$HS_PLUGIN" -n "$ns" backups p -o json | jq -r '.[].id' | sort | tr '\n' ' ') == "$older $newer " ]]
+  "$HS_PLUGIN" -n "$ns" backups describe p "$older" | grep -q "format 2"
+  "$HS_PLUGIN" -n "$ns" verify p "$older" | grep -q "every checksum matches"
+
+  "$HS_PLUGIN" -n "$ns" restore p --from "$older" --yes >/dev/null
+  wait_for "p Ready after the restore" 120 app_ready "$ns" p
+  [[ $(jp "$ns" p '{.status.restoreRequest.backupId}') == "$older" ]]
+  # The older backup's lines, then only lines written since the restore.
+  (($(grep -c . "$log") >= older_lines))
+  ! grep -qxF "$gone" "$log"
+
+  expect_fail "--force" "$HS_PLUGIN" -n "$ns" backups delete p "$newer" --yes
+  "$HS_PLUGIN" -n "$ns" backups delete p "$older" --yes | grep -q "1 left"
+  "$HS_PLUGIN" -n "$ns" delete p --delete-backups --yes >/dev/null
+  [[ -z $(keys tenant-a "e2e/$ns/") ]]
+}
+
+run_test plugin_restores_an_older_backup_and_deletes_them_all test_plugin_restores_an_older_backup_and_deletes_them_all
 run_test data_comes_back_from_the_store_alone test_data_comes_back_from_the_store_alone
 run_test second_backup_sends_only_what_changed test_second_backup_sends_only_what_changed
 run_test corrupted_object_is_refused_before_live_data_is_touched test_corrupted_object_is_refused_before_live_data_is_touched
