@@ -440,7 +440,17 @@ where
     F: Fn(&T, &mut Vec<u8>) -> Result<R> + Sync,
 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = (cores * 2).clamp(2, 16).min(items.len().max(1));
+    par_map_on((cores * 2).clamp(2, 16), items, f)
+}
+
+/// [`par_map`] on `threads` threads at most.
+pub(crate) fn par_map_on<T, R, F>(threads: usize, items: &[T], f: F) -> Result<Vec<R>>
+where
+    T: Sync,
+    R: Send,
+    F: Fn(&T, &mut Vec<u8>) -> Result<R> + Sync,
+{
+    let workers = threads.max(1).min(items.len().max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let run = || -> Result<Vec<(usize, R)>> {

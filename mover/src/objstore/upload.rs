@@ -30,6 +30,9 @@ use crate::manifest::{Entry, Kind, Replica, Xattrs};
 use crate::names::BackupId;
 use crate::{swap, volumes};
 
+/// Files read and sent at once (bounded: each holds up to a part in memory).
+const UPLOADS_IN_FLIGHT: usize = 16;
+
 /// Backs up every ordinal volume under `options.source` into a new snapshot in `store`.
 pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     let started = Instant::now();
@@ -186,7 +189,8 @@ impl Uploader<'_> {
             Ok(())
         })?;
 
-        let outcomes = fsops::par_map(&found, |item, buf| match item {
+        // Each upload mostly waits for the server: more of them in flight than cores.
+        let outcomes = fsops::par_map_on(UPLOADS_IN_FLIGHT, &found, |item, buf| match item {
             Found::File { rel, lstat } => self
                 .file(volume, rel, lstat, previous.get(rel), buf)
                 .map(Some),
