@@ -230,8 +230,12 @@ pub struct PruneOutcome {
     pub pruned: Vec<String>,
     /// Complete snapshots kept, newest first.
     pub kept: Vec<String>,
-    /// True if another backup, restore or prune held the lock, so nothing was done.
+    /// True if another backup, restore or prune held the lock, so nothing was done (in an
+    /// object store: nothing was collected).
     pub busy: bool,
+    /// In an object store: the contents deleted because no snapshot names them any more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collected: Option<crate::objstore::Collected>,
 }
 
 /// Deletes complete snapshots older than the newest `keep_last` (≥ 1, so the newest good
@@ -284,6 +288,7 @@ pub(crate) fn prune_locked(app_dir: &Dir, keep_last: u32) -> Result<PruneOutcome
         pruned,
         kept: kept.iter().map(|(id, _)| id.to_string()).collect(),
         busy: false,
+        collected: None,
     })
 }
 

@@ -7,6 +7,7 @@ use futures::TryStreamExt;
 use object_store::path::Path as Key;
 
 use super::Store;
+use super::collect::{Lock, collect};
 use crate::catalog::{
     DeleteOutcome, PruneOutcome, PurgeOutcome, SnapshotDetails, SnapshotInfo, check_keep_last,
 };
@@ -23,7 +24,7 @@ pub(crate) struct StoredSnapshot {
 }
 
 /// Loads and checks snapshot `id`'s manifest.
-fn load(store: &Store, id: &BackupId) -> Result<StoredSnapshot> {
+pub(crate) fn load(store: &Store, id: &BackupId) -> Result<StoredSnapshot> {
     let key = Store::manifest_key(id);
     let address = store.address(&key);
     let Some(bytes) = store.get_bytes(&key)? else {
@@ -164,6 +165,13 @@ pub fn delete(store: &Store, id: &BackupId, force: bool) -> Result<DeleteOutcome
         )));
     }
     store.delete_key(&Store::manifest_key(id))?;
+    let collected = collect(store, None)?;
+    if collected.objects > 0 {
+        eprintln!(
+            "note: {} contents no backup names any more were deleted ({} bytes)",
+            collected.objects, collected.bytes
+        );
+    }
     Ok(DeleteOutcome {
         deleted: id.to_string(),
         kept: ids
@@ -175,8 +183,18 @@ pub fn delete(store: &Store, id: &BackupId, force: bool) -> Result<DeleteOutcome
     })
 }
 
-/// Deletes the manifests of complete snapshots older than the newest `keep_last` (≥ 1).
+/// Deletes the manifests of complete snapshots older than the newest `keep_last` (≥ 1),
+/// then collects the contents no snapshot names any more.
 pub fn prune(store: &Store, keep_last: u32) -> Result<PruneOutcome> {
+    prune_holding(store, keep_last, None)
+}
+
+/// [`prune`] by a backup that holds `own` lock.
+pub(crate) fn prune_holding(
+    store: &Store,
+    keep_last: u32,
+    own: Option<&Lock<'_>>,
+) -> Result<PruneOutcome> {
     check_keep_last(keep_last)?;
     let complete = list(store)?;
     let keep = (keep_last as usize).min(complete.len());
@@ -187,10 +205,12 @@ pub fn prune(store: &Store, keep_last: u32) -> Result<PruneOutcome> {
         store.delete_key(&Store::manifest_key(&id))?;
         pruned.push(snapshot.id.clone());
     }
+    let collected = collect(store, own)?;
     Ok(PruneOutcome {
         pruned,
         kept: kept.iter().map(|s| s.id.clone()).collect(),
-        busy: false,
+        busy: collected.busy,
+        collected: Some(collected),
     })
 }
 

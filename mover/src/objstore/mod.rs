@@ -7,6 +7,7 @@
 //! data/<b3[0..2]>/<b3>          one file's contents, named by their BLAKE3: written once,
 //!                               shared by every snapshot that holds that content
 //! snapshots/<id>.json           a snapshot's manifest (entries inline), written last
+//! locks/<backup|collect>-…      a running backup or collection (see `collect`)
 //! ```
 //!
 //! A snapshot exists once its manifest does, and the manifest is put only after every
@@ -19,6 +20,7 @@
 //! Tokio runtime of their own.
 
 mod catalog;
+mod collect;
 mod upload;
 
 use std::path::PathBuf;
@@ -37,6 +39,7 @@ use crate::names::{App, BackupId};
 
 pub(crate) use catalog::{StoredSnapshot, any, resolve};
 pub use catalog::{delete, describe, list, prune, purge, verify};
+pub use collect::Collected;
 pub use upload::backup;
 
 /// Environment variable holding the access key id (from the app's Secret).
@@ -189,6 +192,21 @@ impl Store {
         })
     }
 
+    /// An app's place in a store held in memory, for tests.
+    #[cfg(test)]
+    pub(crate) fn in_memory(namespace: &str, name: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        Store {
+            runtime,
+            objects: Arc::new(object_store::memory::InMemory::new()),
+            app: App::new("s3://test", namespace, name).expect("app"),
+        }
+    }
+
     /// The app, named with the store's URL as its target.
     pub fn app(&self) -> &App {
         &self.app
@@ -251,6 +269,16 @@ impl Store {
             .into_iter()
             .filter_map(|m| Some((m.location.filename()?.to_owned(), m.size)))
             .collect())
+    }
+
+    /// Whether the content with this BLAKE3 is stored.
+    pub(crate) fn has_content(&self, blake3: &str) -> Result<bool> {
+        let key = Self::data_key(blake3);
+        match self.block_on(self.objects.head(&key)) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.failed("look for", &key)(e)),
+        }
     }
 
     /// Reads a whole (small) object; `None` if there is none.

@@ -43,6 +43,8 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     let volumes = volumes::ordinal_dirs(&options.source)?;
     // A restore interrupted mid-swap may have left a mix of old and new volumes.
     swap::check_settled(&volumes)?;
+    // Before listing what is stored: no collection may delete it while we reuse it.
+    let lock = super::collect::lock_backup(store, options.lock_wait)?;
     let ids = store.snapshot_ids()?;
     let previous = super::catalog::latest(store, &ids);
     let mut id = BackupId::at(start_time);
@@ -51,9 +53,25 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     {
         id = last.next();
     }
+    // What is stored: after a snapshot, what it names (a collection never deletes that),
+    // and any other content is asked for by name before it is sent (so the contents of a
+    // killed backup are not sent again); for a first snapshot, one listing of them all.
+    let (stored, ask_first) = match &previous {
+        Some(p) => (
+            p.manifest
+                .replicas
+                .iter()
+                .flat_map(|r| r.entries.iter())
+                .filter_map(|e| e.blake3.clone())
+                .collect(),
+            true,
+        ),
+        None => (store.stored_contents()?.into_keys().collect(), false),
+    };
     let uploader = Uploader {
         store,
-        stored: Mutex::new(store.stored_contents()?.into_keys().collect()),
+        stored: Mutex::new(stored),
+        ask_first,
         previous_start: previous.as_ref().map(|p| p.manifest.start_time),
     };
     let mut totals = Totals::default();
@@ -91,7 +109,7 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     crate::fault::step();
     store.put_bytes(&key, Bytes::from(sealed))?;
     let pruned = match options.keep_last {
-        Some(keep) => super::catalog::prune(store, keep)?.pruned,
+        Some(keep) => super::catalog::prune_holding(store, keep, Some(&lock))?.pruned,
         None => Vec::new(),
     };
     Ok(totals.report(&manifest, pruned))
@@ -99,8 +117,10 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
 
 struct Uploader<'a> {
     store: &'a Store,
-    /// BLAKE3s of the contents stored (listed at the start, then added to as we send).
+    /// BLAKE3s of the contents known to be stored (added to as we send).
     stored: Mutex<HashSet<String>>,
+    /// Whether a content not known to be stored is looked for before it is sent.
+    ask_first: bool,
     previous_start: Option<DateTime<Utc>>,
 }
 
@@ -360,7 +380,9 @@ impl Uploader<'_> {
                 }
             };
             let blake3 = hash.to_hex().to_string();
-            let sent = if self.is_stored(&blake3) {
+            let sent = if self.is_stored(&blake3)
+                || (self.ask_first && self.store.has_content(&blake3)?)
+            {
                 false
             } else if small {
                 self.store

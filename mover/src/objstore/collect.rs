@@ -1,0 +1,244 @@
+//! Collecting the contents no snapshot names any more, safely beside running backups.
+//!
+//! A backup may reuse any stored content it listed at its start, so contents must not be
+//! deleted while one runs. Backups and collections announce themselves with lock objects
+//! (`locks/backup-…`, `locks/collect-…`), each put first and the others listed after: S3
+//! reads its own writes, so of two that start together at least one sees the other. A
+//! collection runs only when no other lock is fresh and gives way otherwise; a backup waits
+//! until no collection's lock is left. A lock older than any mover Job may run is stale.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use futures::TryStreamExt;
+use object_store::path::Path as Key;
+use object_store::ObjectMeta;
+use serde::Serialize;
+
+use super::Store;
+use crate::error::{MoverError, Result};
+use crate::manifest::Kind;
+
+/// Older locks were left by a killed mover: a Job runs 12 hours at most.
+const STALE: TimeDelta = TimeDelta::hours(13);
+/// How often a waiting backup looks again.
+const POLL: Duration = Duration::from_secs(2);
+
+/// A lock object of this process, deleted when dropped.
+pub(crate) struct Lock<'a> {
+    store: &'a Store,
+    key: Key,
+}
+
+impl Drop for Lock<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.store.delete_key(&self.key) {
+            crate::warn(format!(
+                "could not remove the lock {} (it is ignored once stale): {}",
+                self.store.address(&self.key).display(),
+                crate::chain(&e)
+            ));
+        }
+    }
+}
+
+impl Store {
+    fn put_lock(&self, kind: &str) -> Result<Lock<'_>> {
+        // The pod's name tells two movers apart (their pids are alike).
+        let host = std::env::var("HOSTNAME").unwrap_or_default();
+        let key = Key::from(format!(
+            "locks/{kind}-{}-{}",
+            Utc::now().format("%Y%m%dT%H%M%S%.9fZ"),
+            host.chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect::<String>()
+        ));
+        self.put_bytes(&key, bytes::Bytes::new())?;
+        Ok(Lock { store: self, key })
+    }
+
+    /// The fresh locks other than `mine`.
+    fn other_locks(&self, mine: &[&Key]) -> Result<Vec<ObjectMeta>> {
+        let prefix = Key::from("locks");
+        let locks: Vec<ObjectMeta> = self
+            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
+            .map_err(self.failed("list", &prefix))?;
+        let now = Utc::now();
+        Ok(locks
+            .into_iter()
+            .filter(|l| !mine.contains(&&l.location) && now - l.last_modified < STALE)
+            .collect())
+    }
+}
+
+fn is_collection(lock: &ObjectMeta) -> bool {
+    lock.location
+        .filename()
+        .is_some_and(|name| name.starts_with("collect-"))
+}
+
+/// Announces a backup, then waits (up to `wait`) until no collection runs.
+pub(crate) fn lock_backup(store: &Store, wait: Duration) -> Result<Lock<'_>> {
+    let lock = store.put_lock("backup")?;
+    let started = std::time::Instant::now();
+    loop {
+        let collecting = store
+            .other_locks(&[&lock.key])?
+            .into_iter()
+            .find(is_collection);
+        let Some(collection) = collecting else {
+            return Ok(lock);
+        };
+        if started.elapsed() >= wait {
+            return Err(MoverError::Locked {
+                path: store.address(&collection.location),
+                waited: wait,
+            });
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// What a collection did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Collected {
+    /// Contents deleted: no snapshot named them.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// True if a backup or another collection ran, so nothing was deleted.
+    pub busy: bool,
+}
+
+/// Deletes the contents no snapshot names, unless another mover holds a lock (`own` is the
+/// caller's own backup lock, if it has one). A manifest that cannot be read stops it: its
+/// contents cannot be told apart.
+pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected> {
+    let lock = store.put_lock("collect")?;
+    let mut mine = vec![&lock.key];
+    mine.extend(own.map(|l| &l.key));
+    if !store.other_locks(&mine)?.is_empty() {
+        crate::warn(format!(
+            "a backup or collection of {} is running; unreferenced contents are collected by a later prune",
+            store.app().label()
+        ));
+        return Ok(Collected {
+            busy: true,
+            ..Collected::default()
+        });
+    }
+    let mut named: HashSet<String> = HashSet::new();
+    for id in store.snapshot_ids()? {
+        let snapshot = super::catalog::load(store, &id).map_err(|e| {
+            MoverError::Usage(format!(
+                "not collecting unreferenced contents: backup {id} cannot be read ({}), so what it names is unknown",
+                crate::chain(&e)
+            ))
+        })?;
+        for replica in &snapshot.manifest.replicas {
+            named.extend(
+                replica
+                    .entries
+                    .iter()
+                    .filter(|e| e.kind == Kind::File)
+                    .filter_map(|e| e.blake3.clone()),
+            );
+        }
+    }
+    let prefix = Key::from("data");
+    let stored: Vec<ObjectMeta> = store
+        .block_on(store.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
+        .map_err(store.failed("list", &prefix))?;
+    let mut collected = Collected::default();
+    for object in stored {
+        if object
+            .location
+            .filename()
+            .is_some_and(|b3| !named.contains(b3))
+        {
+            store.delete_key(&object.location)?;
+            collected.objects += 1;
+            collected.bytes += object.size;
+        }
+    }
+    drop(lock);
+    Ok(collected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::BackupOptions;
+    use crate::names::Selector;
+
+    fn volume_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join("0")).expect("mkdir");
+        for (name, text) in files {
+            std::fs::write(tmp.path().join("0").join(name), text).expect("write");
+        }
+        tmp
+    }
+
+    fn options(source: &std::path::Path) -> BackupOptions {
+        BackupOptions {
+            source: source.to_owned(),
+            keep_last: None,
+            lock_wait: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn pruning_collects_only_contents_no_snapshot_names() {
+        let store = Store::in_memory("ns", "app");
+        let volume = volume_with(&[("a", "first"), ("b", "kept")]);
+        super::super::backup(&store, &options(volume.path())).expect("first backup");
+        std::fs::write(volume.path().join("0/a"), "second").expect("change");
+        super::super::backup(&store, &options(volume.path())).expect("second backup");
+        assert_eq!(store.stored_contents().expect("list").len(), 3);
+
+        let outcome = super::super::prune(&store, 1).expect("prune");
+        assert_eq!(outcome.pruned.len(), 1);
+        let collected = outcome.collected.expect("collected");
+        assert_eq!(
+            (collected.objects, collected.bytes, collected.busy),
+            (1, 5, false)
+        );
+        let report = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert!(
+            store.other_locks(&[]).expect("locks").is_empty(),
+            "every lock removed"
+        );
+    }
+
+    #[test]
+    fn a_running_backup_holds_collection_off_and_a_collection_holds_backups_off() {
+        let store = Store::in_memory("ns", "app");
+        let volume = volume_with(&[("a", "first")]);
+        super::super::backup(&store, &options(volume.path())).expect("first backup");
+        std::fs::write(volume.path().join("0/a"), "second").expect("change");
+        super::super::backup(&store, &options(volume.path())).expect("second backup");
+
+        let running = store.put_lock("backup").expect("a backup's lock");
+        let outcome = super::super::prune(&store, 1).expect("prune");
+        let collected = outcome.collected.expect("collected");
+        assert!(collected.busy && collected.objects == 0, "{collected:?}");
+        assert_eq!(
+            store.stored_contents().expect("list").len(),
+            2,
+            "nothing deleted"
+        );
+        drop(running);
+
+        let collecting = store.put_lock("collect").expect("a collection's lock");
+        let error = super::super::backup(&store, &options(volume.path()))
+            .expect_err("a backup waits for the collection, here not at all")
+            .to_string();
+        assert!(error.contains("locks/collect-"), "{error}");
+        drop(collecting);
+        super::super::backup(&store, &options(volume.path())).expect("then it runs");
+    }
+}
