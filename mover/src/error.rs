@@ -177,15 +177,17 @@ pub enum MoverError {
     },
 
     /// A request to the object store failed (after its retries).
-    #[error("cannot {action} {}", path.display())]
+    #[error("cannot {action} {}: {reason}", path.display())]
     Store {
         /// What we were doing, as a verb phrase ("read", "list", ...).
         action: &'static str,
         /// `s3://bucket/prefix/namespace/name/<key>`.
         path: PathBuf,
-        /// The store's error (HTTP status and message).
-        #[source]
-        source: object_store::Error,
+        /// The store's answer in short (`the store answered 403 Forbidden (AccessDenied)`),
+        /// else the client's error in full.
+        reason: String,
+        /// The client's error (not a `source`: `reason` says what matters of it).
+        error: Box<object_store::Error>,
     },
 
     /// Something left in a volume by an interrupted restore that we cannot interpret.
@@ -215,7 +217,22 @@ impl MoverError {
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
                 | MoverError::NoSpace { .. }
-        ) || matches!(self, MoverError::Store { source, .. } if refused(source))
+        ) || matches!(self, MoverError::Store { error, .. } if refused(error))
+    }
+}
+
+/// An object store client's error in short: the HTTP status and S3 error code the server
+/// answered with, when it answered; else (a connection refused, a timeout) all of it.
+pub(crate) fn store_reason(error: &object_store::Error) -> String {
+    let text = crate::chain(error);
+    let after = |marker: &str, end: char| {
+        let start = text.find(marker)? + marker.len();
+        text[start..].split(end).next().map(|s| s.trim().to_owned())
+    };
+    match (after("status code: ", ':'), after("<Code>", '<')) {
+        (Some(status), Some(code)) => format!("the store answered {status} ({code})"),
+        (Some(status), None) => format!("the store answered {status}"),
+        _ => text,
     }
 }
 

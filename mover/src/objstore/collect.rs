@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use futures::TryStreamExt;
-use object_store::path::Path as Key;
 use object_store::ObjectMeta;
+use object_store::path::Path as Key;
 use serde::Serialize;
 
 use super::Store;

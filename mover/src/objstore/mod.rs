@@ -228,10 +228,11 @@ impl Store {
         key: &Key,
     ) -> impl FnOnce(object_store::Error) -> MoverError {
         let path = self.address(key);
-        move |source| MoverError::Store {
+        move |error| MoverError::Store {
             action,
             path,
-            source,
+            reason: crate::error::store_reason(&error),
+            error: Box::new(error),
         }
     }
 
