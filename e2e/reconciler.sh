@@ -158,7 +158,11 @@ test_invalid_specs_are_refused_with_clear_messages() {
   expect_fail "spec.replicas" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad2 '{"replicas": -1}')"
   expect_fail "storage.size must be a quantity" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad3 '{"storage": {"size": "1000Pi"}}')"
   expect_fail "at most 45 characters" kubectl -n "$NS" apply -f - <<<"$(app_yaml "$(printf 'a%.0s' {1..46})" '{}')"
-  expect_fail "either hostPath or persistentVolumeClaim" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad5 '{"backup": {"target": {"hostPath": "/tmp/x", "persistentVolumeClaim": "c"}}}')"
+  expect_fail "takes one of hostPath, persistentVolumeClaim or objectStore" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad5 '{"backup": {"target": {"hostPath": "/tmp/x", "persistentVolumeClaim": "c"}}}')"
+  # An object store's endpoint and prefix are a tenant's input to a privileged deputy.
+  local store='"bucket": "b", "credentialsSecret": "s"'
+  expect_fail "objectStore.endpoint must be http(s)://host[:port]" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad7 "{\"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"file:///etc\", $store}}}}")"
+  expect_fail "objectStore.prefix must be" kubectl -n "$NS" apply -f - <<<"$(app_yaml bad8 "{\"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"https://s3.example.com\", \"prefix\": \"../other-ns\", $store}}}}")"
   # What the schema cannot see is reported in status and an event, without a hot loop.
   app_yaml bad6 '{"backupSchedule": "61 * * * *"}' | kubectl -n "$NS" apply -f - >/dev/null
   wait_for "InvalidSpec in status" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful bad6 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}') == InvalidSpec ]]"
