@@ -222,16 +222,28 @@ impl MoverError {
 }
 
 /// An object store client's error in short: the HTTP status and S3 error code the server
-/// answered with, when it answered; else (a connection refused, a timeout) all of it.
+/// answered with, when it answered; why it could not be reached, when it could not; else
+/// (a timeout, anything else) all of it.
 pub(crate) fn store_reason(error: &object_store::Error) -> String {
     let text = crate::chain(error);
     let after = |marker: &str, end: char| {
         let start = text.find(marker)? + marker.len();
         text[start..].split(end).next().map(|s| s.trim().to_owned())
     };
-    match (after("status code: ", ':'), after("<Code>", '<')) {
-        (Some(status), Some(code)) => format!("the store answered {status} ({code})"),
-        (Some(status), None) => format!("the store answered {status}"),
+    let unreachable = text
+        .split_once("tcp connect error: ")
+        .map(|(_, cause)| cause.trim().to_owned());
+    match (
+        after("status code: ", ':'),
+        after("<Code>", '<'),
+        unreachable,
+    ) {
+        (Some(status), Some(code), _) => format!("the store answered {status} ({code})"),
+        (Some(status), None, _) => format!("the store answered {status}"),
+        (None, _, Some(cause)) => match after(" after ", ',') {
+            Some(retries) => format!("the store could not be reached ({cause}), after {retries}"),
+            None => format!("the store could not be reached ({cause})"),
+        },
         _ => text,
     }
 }
@@ -277,5 +289,37 @@ pub(crate) fn io_err(
         action,
         path,
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_stores_answer_or_its_absence_reads_in_short() {
+        let refused = generic(
+            "Error performing PUT http://s3:8333/b/k in 1.6s, after 4 retries, max_retries: 4, retry_timeout: 30s - HTTP error: error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)",
+        );
+        assert_eq!(
+            store_reason(&refused),
+            "the store could not be reached (Connection refused (os error 111)), after 4 retries"
+        );
+        let forbidden = generic(
+            "Error performing GET http://s3:8333/b?list-type=2 in 2ms - Server returned non-2xx status code: 403 Forbidden: <Error><Code>AccessDenied</Code></Error>",
+        );
+        assert_eq!(
+            store_reason(&forbidden),
+            "the store answered 403 Forbidden (AccessDenied)"
+        );
+        let other = generic("something else entirely");
+        assert!(store_reason(&other).contains("something else entirely"));
     }
 }
