@@ -33,6 +33,14 @@ store_app() {
     \"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"$bucket\",
     \"prefix\": \"e2e\", \"credentialsSecret\": \"$secret\", \"insecure\": true}}}}" | kubectl -n "$ns" apply -f - >/dev/null
 }
+# puts_above N: the store has served more than N PUT requests since it started.
+puts_above() { (($(e2e/objstore puts) > $1)); }
+# tenant_a_app NS NAME: an app backed up to bucket tenant-a with tenant-a's keys, Ready.
+tenant_a_app() {
+  keys_secret "$1" s3 tenant-a tenant-a-secret
+  store_app "$1" "$2" tenant-a s3
+  wait_for "$2 Ready" 120 app_ready "$1" "$2"
+}
 # failed_then NS...: in an EXIT trap, the details of each namespace if the test failed.
 failed_then() {
   local rc=$? ns
@@ -51,9 +59,7 @@ test_data_comes_back_from_the_store_alone() {
   local ns first lines id
   ns=$(new_ns s3walk)
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  store_app "$ns" hello tenant-a s3
-  wait_for "hello Ready" 120 app_ready "$ns" hello
+  tenant_a_app "$ns" hello
   wait_for "two lines written" 60 lines_at_least "$(host_log "$ns" hello 0)" 2
   first=$(head -n1 "$(host_log "$ns" hello 0)")
   lines=$(wc -l <"$(host_log "$ns" hello 0)")
@@ -71,16 +77,17 @@ test_data_comes_back_from_the_store_alone() {
   (($(wc -l <"$(host_log "$ns" hello 0)") >= lines))
 }
 
-# Contents are named by their BLAKE3 and shared: a second backup sends only what changed.
+# Contents are shared between backups: a second backup sends only what changed. Small files
+# travel together in packs; larger ones are objects of their own, named by their BLAKE3.
 test_second_backup_sends_only_what_changed() {
   local ns before first second
   ns=$(new_ns s3inc)
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
   keys_secret "$ns" s3 tenant-a tenant-a-secret
-  # 40 files of random data, then the 2018 loop.
-  store_app "$ns" many tenant-a s3 true ', "command": ["sh", "-c", "mkdir -p /usr/share/hello/many; [ -f /usr/share/hello/many/f40 ] || for i in $(seq 1 40); do head -c 65536 /dev/urandom > /usr/share/hello/many/f$i; done; while true; do date >> /usr/share/hello/stateful.log; sleep 10; done"]'
+  # 40 small files and 4 of 2 MiB, of random data, then the 2018 loop.
+  store_app "$ns" many tenant-a s3 true ', "command": ["sh", "-c", "mkdir -p /usr/share/hello/many; [ -f /usr/share/hello/many/done ] || { for i in $(seq 1 40); do head -c 65536 /dev/urandom > /usr/share/hello/many/f$i; done; for i in 1 2 3 4; do head -c 2097152 /dev/urandom > /usr/share/hello/many/big$i; done; touch /usr/share/hello/many/done; }; while true; do date >> /usr/share/hello/stateful.log; sleep 10; done"]'
   wait_for "many Ready" 120 app_ready "$ns" many
-  wait_for "40 files written" 60 test -f "$(data_dir "$ns" many 0)/many/f40"
+  wait_for "44 files written" 60 test -f "$(data_dir "$ns" many 0)/many/done"
   before=$(e2e/objstore puts)
   [[ $(request "$ns" many backup) == Succeeded ]]
   first=$(($(e2e/objstore puts) - before))
@@ -89,9 +96,10 @@ test_second_backup_sends_only_what_changed() {
   second=$(($(e2e/objstore puts) - before))
   echo "PUT requests: first backup $first, second backup $second"
   # Each backup also puts two empty lock objects (its own, and its retention's collection's).
-  # The first sends 40 files, the log and the manifest; the second at most the log (if it
-  # grew meanwhile) and its manifest.
-  ((first >= 44 && second <= 4))
+  # The first sends the 4 larger files, one pack (the 40 small files and the log) and the
+  # manifest; the second at most a pack holding the log (if it grew meanwhile) and its
+  # manifest.
+  ((first >= 8 && first <= 9 && second <= 4))
 }
 
 # A damaged object is found before the live data is touched, and the restore is refused.
@@ -99,13 +107,11 @@ test_corrupted_object_is_refused_before_live_data_is_touched() {
   local ns id object live
   ns=$(new_ns s3bad)
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  store_app "$ns" bad tenant-a s3
-  wait_for "bad Ready" 120 app_ready "$ns" bad
+  tenant_a_app "$ns" bad
   wait_for "a line written" 60 lines_at_least "$(host_log "$ns" bad 0)" 1
   [[ $(request "$ns" bad backup) == Succeeded ]]
   id=$(jp "$ns" bad '{.status.backupRequest.backupId}')
-  object=$(keys tenant-a "e2e/$ns/bad/data/" | head -n1)
+  object=$(keys tenant-a "e2e/$ns/bad/" | grep -E '/(data|packs)/' | head -n1)
   [[ -n $object ]]
   printf 'not what was backed up\n' | s3 PUT "tenant-a/$object" --data-binary @- >/dev/null
   live=$(cat "$(host_log "$ns" bad 0)")
@@ -171,9 +177,7 @@ test_store_down_fails_the_backup_and_keeps_the_last_good_one() {
   local ns good
   ns=$(new_ns s3down)
   trap "failed_then '$ns'; e2e/objstore start; cleanup_ns '$ns'" EXIT
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  store_app "$ns" down tenant-a s3
-  wait_for "down Ready" 120 app_ready "$ns" down
+  tenant_a_app "$ns" down
   [[ $(request "$ns" down backup) == Succeeded ]]
   good=$(jp "$ns" down '{.status.backupRequest.backupId}')
   e2e/objstore stop
@@ -184,15 +188,46 @@ test_store_down_fails_the_backup_and_keeps_the_last_good_one() {
   keys tenant-a "e2e/$ns/down/snapshots/" | grep -qx "e2e/$ns/down/snapshots/$good.json"
 }
 
+# The server stops in the middle of a backup's upload: that backup fails with a clear
+# message, the one before stays whole, and the next one succeeds once the server is back.
+test_store_stopped_mid_upload_fails_that_backup_only() {
+  local ns good token big phase before
+  ns=$(new_ns s3mid)
+  trap "failed_then '$ns'; e2e/objstore start; cleanup_ns '$ns'" EXIT
+  tenant_a_app "$ns" mid
+  [[ $(request "$ns" mid backup) == Succeeded ]]
+  good=$(jp "$ns" mid '{.status.backupRequest.backupId}')
+  # Enough new data that its upload takes seconds: 3 files of 256 MiB.
+  big=$(data_dir "$ns" mid 0)/big
+  mkdir "$big"
+  for i in 1 2 3; do head -c 268435456 /dev/urandom >"$big/f$i"; done
+  before=$(e2e/objstore puts)
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" mid "hello-stateful.example.com/backup-requested=$token"
+  # Past the backup's lock object: parts of the first file are being sent (768 MiB go as
+  # about 96 parts, in some seconds).
+  wait_for "parts being sent" 120 puts_above $((before + 2))
+  e2e/objstore stop
+  wait_for "backup $token acknowledged" 240 acknowledged "$ns" mid backupRequest "$token"
+  phase=$(jp "$ns" mid '{.status.backupRequest.phase}')
+  [[ $phase == Failed ]] || { echo "the backup ended $phase before the server stopped"; return 1; }
+  status_contains "$ns" mid '{.status.backupRequest.message}' "s3://tenant-a/e2e/$ns/mid"
+  status_contains "$ns" mid '{.status.backupRequest.message}' "the store could not be reached"
+  echo "backupRequest: $(jp "$ns" mid '{.status.backupRequest.message}')"
+  e2e/objstore start
+  [[ $("$HS_PLUGIN" -n "$ns" backups mid -o json | jq -r '.[].id') == "$good" ]]
+  "$HS_PLUGIN" -n "$ns" verify mid "$good" | grep -q "every checksum matches"
+  [[ $(request "$ns" mid backup) == Succeeded ]]
+  [[ $("$HS_PLUGIN" -n "$ns" backups mid -o json | jq -r '.[].id' | wc -l) -eq 2 ]]
+}
+
 # The plugin's whole job on a store: back up, list, describe, verify, restore an older
 # backup, delete one, and delete the app with its backups.
 test_plugin_restores_an_older_backup_and_deletes_them_all() {
   local ns log older_lines older newer gone
   ns=$(new_ns s3plug)
   trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  store_app "$ns" p tenant-a s3
-  wait_for "p Ready" 120 app_ready "$ns" p
+  tenant_a_app "$ns" p
   log=$(host_log "$ns" p 0)
   wait_for "a line written" 60 lines_at_least "$log" 1
   older=$("$HS_PLUGIN" -n "$ns" backup p --wait -o json | jq -r .backupId)
@@ -201,7 +236,7 @@ test_plugin_restores_an_older_backup_and_deletes_them_all() {
   newer=$("$HS_PLUGIN" -n "$ns" backup p --wait -o json | jq -r .backupId)
   gone=$(tail -n1 "$log")
   [[ $("$HS_PLUGIN" -n "$ns" backups p -o json | jq -r '.[].id' | sort | tr '\n' ' ') == "$older $newer " ]]
-  "$HS_PLUGIN" -n "$ns" backups describe p "$older" | grep -q "format 2"
+  "$HS_PLUGIN" -n "$ns" backups describe p "$older" | grep -q "format 4"
   "$HS_PLUGIN" -n "$ns" verify p "$older" | grep -q "every checksum matches"
 
   "$HS_PLUGIN" -n "$ns" restore p --from "$older" --yes >/dev/null
@@ -224,4 +259,5 @@ run_test corrupted_object_is_refused_before_live_data_is_touched test_corrupted_
 run_test wrong_keys_fail_at_once_with_a_clear_message test_wrong_keys_fail_at_once_with_a_clear_message
 run_test tenants_never_see_each_others_objects test_tenants_never_see_each_others_objects
 run_test store_down_fails_the_backup_and_keeps_the_last_good_one test_store_down_fails_the_backup_and_keeps_the_last_good_one
+run_test store_stopped_mid_upload_fails_that_backup_only test_store_stopped_mid_upload_fails_that_backup_only
 summary

@@ -28,6 +28,11 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// streamed one at a time, so that memory does not grow with the number of files.
 pub(crate) const FORMAT: u32 = 3;
 
+/// The format an object store's manifests are written in: every entry inline, as format 2,
+/// and small files' contents in packs (see [`PackRef`]). A mover that knows only formats
+/// 1 to 3 refuses it rather than looking for packed contents where they are not.
+pub(crate) const INLINE_FORMAT: u32 = 4;
+
 /// The `result` of a snapshot that finished; only such snapshots are ever renamed into place.
 pub const SUCCEEDED: &str = "Succeeded";
 
@@ -35,7 +40,7 @@ pub const SUCCEEDED: &str = "Succeeded";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
-    /// Format version (1 to 3).
+    /// Format version (1 to 4).
     pub format: u32,
     /// The backup id, equal to the snapshot's directory name.
     pub id: String,
@@ -84,8 +89,8 @@ pub struct Replica {
     /// Extended attributes of the volume's root directory (its default ACL among them).
     #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
     pub root_xattrs: Xattrs,
-    /// Formats 1 and 2: every file, directory and symlink below the root, parents before
-    /// children. Format 3: empty, the entries are in [`EntryFile`].
+    /// Formats 1, 2 and 4: every file, directory and symlink below the root, parents
+    /// before children. Format 3: empty, the entries are in [`EntryFile`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entries: Vec<Entry>,
     /// Format 3: the file holding the entries, in path order.
@@ -204,6 +209,35 @@ pub struct Entry {
     /// `system.posix_acl_default`): name to value in hex (files and directories).
     #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
     pub xattrs: Xattrs,
+    /// Format 4: the pack holding this small file's contents (else they are an object of
+    /// their own, named by their BLAKE3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<PackRef>,
+}
+
+/// Where in a pack (one object holding many small files' contents, so that a backup of
+/// many small files is a few requests, not one per file) a file's contents lie: `size`
+/// bytes from `offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackRef {
+    /// The pack's id: 32 lowercase hex digits.
+    pub id: String,
+    /// Where the contents start in the pack.
+    pub offset: u64,
+}
+
+impl PackRef {
+    /// A pack id is part of an object's key: only plain hex is taken from a manifest.
+    pub(crate) fn id_is_valid(id: &str) -> bool {
+        id.len() == 32 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    }
+}
+
+/// Whether `text` is a BLAKE3 as this crate writes it: 64 lowercase hex digits. Contents
+/// are named by it in an object store, so a manifest's must be exactly that.
+pub(crate) fn is_blake3_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Extended attributes: name to value in hex.
@@ -240,6 +274,7 @@ impl Entry {
             hard_link: None,
             hard_link_hex: None,
             xattrs: Xattrs::new(),
+            pack: None,
         }
     }
 
@@ -341,10 +376,10 @@ impl Manifest {
         Ok(())
     }
 
-    /// The manifest sealed with every entry inline (format 2), serialized: an object
+    /// The manifest sealed with every entry inline (format 4), serialized: an object
     /// store keeps a snapshot as this one object (written last) and its files' contents.
     pub(crate) fn sealed_inline(&mut self) -> Result<Vec<u8>, serde_json::Error> {
-        self.format = 2;
+        self.format = INLINE_FORMAT;
         self.checksum = self.digest()?;
         serde_json::to_vec(self)
     }
@@ -364,7 +399,7 @@ impl Manifest {
     }
 
     /// Parses and checks, as [`Manifest::load`] does, a manifest with its entries inline
-    /// (format 1 or 2) read from `path` (an object's address, for messages).
+    /// (format 1, 2 or 4) read from `path` (an object's address, for messages).
     pub(crate) fn parse_inline(bytes: &[u8], path: &Path, id: &str) -> Result<Self> {
         let manifest: Manifest =
             serde_json::from_slice(bytes).map_err(|source| MoverError::ManifestParse {
@@ -380,38 +415,38 @@ impl Manifest {
             path: path.to_owned(),
             reason,
         };
-        let manifest = &mut self;
-        if !(1..=FORMAT).contains(&manifest.format) {
-            return Err(invalid(format!("unknown format {}", manifest.format)));
+        if !(1..=INLINE_FORMAT).contains(&self.format) {
+            return Err(invalid(format!("unknown format {}", self.format)));
         }
-        let digest = manifest
-            .digest()
-            .map_err(|source| MoverError::ManifestParse {
-                path: path.to_owned(),
-                source,
-            })?;
-        if digest != manifest.checksum {
+        let digest = self.digest().map_err(|source| MoverError::ManifestParse {
+            path: path.to_owned(),
+            source,
+        })?;
+        if digest != self.checksum {
             return Err(invalid(
                 "its checksum does not match its contents (edited or damaged); refusing to trust it"
                     .into(),
             ));
         }
-        if manifest.id != id {
+        if self.id != id {
             return Err(invalid(format!(
                 "it describes backup {:?}, not {id:?}",
-                manifest.id
+                self.id
             )));
         }
-        if manifest.result != SUCCEEDED {
-            return Err(invalid(format!("result is {:?}", manifest.result)));
+        if self.result != SUCCEEDED {
+            return Err(invalid(format!("result is {:?}", self.result)));
         }
-        let ordinals: Vec<u32> = manifest.replicas.iter().map(|r| r.ordinal).collect();
-        if ordinals != manifest.ordinals {
+        let ordinals: Vec<u32> = self.replicas.iter().map(|r| r.ordinal).collect();
+        if ordinals != self.ordinals {
             return Err(invalid("replicas do not match ordinals".into()));
         }
-        for replica in &manifest.replicas {
-            let checked = match (&replica.entry_file, manifest.format) {
-                (None, 1 | 2) => check_tree(replica),
+        for replica in &self.replicas {
+            let checked = match (&replica.entry_file, self.format) {
+                (None, 1 | 2) if replica.entries.iter().any(|e| e.pack.is_some()) => {
+                    Err("packed contents before format 4".to_owned())
+                }
+                (None, 1 | 2 | INLINE_FORMAT) => check_tree(replica),
                 (Some(file), 3) if replica.entries.is_empty() => match snapshot {
                     // Sealed here; the tree is checked as the entries are read.
                     Some(snapshot) => {
@@ -516,8 +551,18 @@ pub(crate) fn check_entry(entry: &Entry) -> std::result::Result<PathBuf, String>
             "entry {rel:?} has an extended attribute that is not hex"
         ));
     }
+    if entry
+        .pack
+        .as_ref()
+        .is_some_and(|p| !PackRef::id_is_valid(&p.id))
+    {
+        return Err(format!("file {rel:?} names an invalid pack"));
+    }
     match entry.kind {
         Kind::File if entry.blake3.is_none() => Err(format!("file {rel:?} has no checksum")),
+        Kind::File if !entry.blake3.as_deref().is_some_and(is_blake3_hex) => {
+            Err(format!("file {rel:?} has an invalid checksum"))
+        }
         Kind::Symlink if entry.link_target().is_none() => {
             Err(format!("symlink {rel:?} has no target"))
         }
@@ -584,12 +629,53 @@ mod tests {
     }
 
     #[test]
+    fn pack_ids_and_checksums_become_keys_so_only_plain_hex_is_taken() {
+        let at = Path::new("s3://bucket/ns/app/snapshots/20261129T150102Z.json");
+        let id = "20261129T150102Z";
+        let with_file = |edit: &dyn Fn(&mut Entry)| {
+            let mut manifest = sample();
+            edit(&mut manifest.replicas[0].entries[2]);
+            let sealed = manifest.sealed_inline().expect("seal");
+            Manifest::parse_inline(&sealed, at, id).map_err(|e| e.to_string())
+        };
+        let packed = |id: &str| PackRef {
+            id: id.into(),
+            offset: 7,
+        };
+        with_file(&|e| e.pack = Some(packed("0123456789abcdef0123456789abcdef"))).expect("plain");
+        for (edit, expected) in [
+            (
+                &(|e: &mut Entry| e.pack = Some(packed("../../other/ns/app/packs/aa")))
+                    as &dyn Fn(&mut Entry),
+                "invalid pack",
+            ),
+            (
+                &|e| e.pack = Some(packed("0123456789ABCDEF0123456789ABCDEF")),
+                "invalid pack",
+            ),
+            (&|e| e.blake3 = Some("../data".into()), "invalid checksum"),
+            (&|e| e.blake3 = Some("é".repeat(32)), "invalid checksum"),
+        ] {
+            let error = with_file(edit).expect_err(expected);
+            assert!(error.contains(expected), "{error}");
+        }
+        // A format-2 manifest (from before packs) naming a pack is not trusted either.
+        let mut old = sample();
+        old.replicas[0].entries[2].pack = Some(packed("0123456789abcdef0123456789abcdef"));
+        old.format = 2;
+        old.checksum = old.digest().expect("digest");
+        let bytes = serde_json::to_vec(&old).expect("json");
+        let error = Manifest::parse_inline(&bytes, at, id).expect_err("packed in format 2");
+        assert!(error.to_string().contains("before format 4"), "{error}");
+    }
+
+    #[test]
     fn an_inline_manifest_for_an_object_store_round_trips_and_refuses_edits() {
         let mut manifest = sample();
         let sealed = manifest.sealed_inline().expect("seal");
         let at = Path::new("s3://bucket/ns/app/snapshots/20261129T150102Z.json");
         let loaded = Manifest::parse_inline(&sealed, at, "20261129T150102Z").expect("parse");
-        assert_eq!(loaded.format, 2);
+        assert_eq!(loaded.format, INLINE_FORMAT);
         assert_eq!(loaded.replicas[0].entries, manifest.replicas[0].entries);
         // Another id, an edited size, a format-3 manifest (its entries are elsewhere): refused.
         assert!(Manifest::parse_inline(&sealed, at, "20261129T150103Z").is_err());

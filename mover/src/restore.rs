@@ -462,13 +462,12 @@ impl Stager<'_> {
                 (copied.file, copied.len, copied.hash, from)
             }
             From::Store(store) => {
-                let blake3 = entry.blake3.as_deref().unwrap_or_default();
-                let from = store.content_address(blake3);
-                if blake3.is_empty() {
+                let from = store.content_address(entry);
+                if entry.blake3.is_none() {
                     return Err(self.damaged(&rel, "the manifest has no checksum for it"));
                 }
                 let mut dst = self.staging.create_file(&rel, entry.meta.mode)?;
-                let fetched = store.fetch_content(blake3, |chunk| {
+                let fetched = store.fetch_content(entry, |chunk| {
                     dst.write_all(chunk).map_err(io_err("write", &to))
                 })?;
                 let Some((len, hash)) = fetched else {

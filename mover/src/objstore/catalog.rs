@@ -12,7 +12,7 @@ use crate::catalog::{
     DeleteOutcome, PruneOutcome, PurgeOutcome, SnapshotDetails, SnapshotInfo, check_keep_last,
 };
 use crate::error::{MoverError, Result};
-use crate::manifest::{Kind, Manifest};
+use crate::manifest::{Kind, Manifest, PackRef};
 use crate::names::{BackupId, Selector};
 use crate::verify::VerifyReport;
 
@@ -99,7 +99,8 @@ pub fn describe(store: &Store, selector: &Selector) -> Result<SnapshotDetails> {
 /// Downloads every object the snapshot names and checks its size and BLAKE3.
 pub fn verify(store: &Store, selector: &Selector) -> Result<VerifyReport> {
     let snapshot = resolve(store, selector)?;
-    let mut checked: HashSet<&str> = HashSet::new();
+    // Each content once where it lies (the same content may lie in two places).
+    let mut checked: HashSet<(&str, Option<&PackRef>)> = HashSet::new();
     let mut problems = Vec::new();
     let (mut files, mut bytes) = (0u64, 0u64);
     for replica in &snapshot.manifest.replicas {
@@ -114,7 +115,7 @@ pub fn verify(store: &Store, selector: &Selector) -> Result<VerifyReport> {
                 ));
                 continue;
             };
-            if !checked.insert(blake3) {
+            if !checked.insert((blake3, entry.pack.as_ref())) {
                 continue;
             }
             let name = || {
@@ -122,10 +123,10 @@ pub fn verify(store: &Store, selector: &Selector) -> Result<VerifyReport> {
                     "{}/{} ({})",
                     replica.ordinal,
                     entry.rel_path().display(),
-                    store.content_address(blake3).display()
+                    store.content_address(entry).display()
                 )
             };
-            match store.fetch_content(blake3, |_| Ok(()))? {
+            match store.fetch_content(entry, |_| Ok(()))? {
                 None => problems.push(format!("{}: missing", name())),
                 Some((len, _)) if len != entry.size => problems.push(format!(
                     "{}: {len} bytes, the manifest says {}",

@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use futures::TryStreamExt;
 use object_store::ObjectMeta;
 use object_store::path::Path as Key;
 use serde::Serialize;
@@ -60,10 +59,7 @@ impl Store {
 
     /// The fresh locks other than `mine`.
     fn other_locks(&self, mine: &[&Key]) -> Result<Vec<ObjectMeta>> {
-        let prefix = Key::from("locks");
-        let locks: Vec<ObjectMeta> = self
-            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
-            .map_err(self.failed("list", &prefix))?;
+        let locks = self.list_keys("locks")?;
         let now = Utc::now();
         Ok(locks
             .into_iter()
@@ -129,6 +125,7 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
             ..Collected::default()
         });
     }
+    // Contents' BLAKE3s and pack ids: the file names of the objects to keep.
     let mut named: HashSet<String> = HashSet::new();
     for id in store.snapshot_ids()? {
         let snapshot = super::catalog::load(store, &id).map_err(|e| {
@@ -138,25 +135,25 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
             ))
         })?;
         for replica in &snapshot.manifest.replicas {
-            named.extend(
-                replica
-                    .entries
-                    .iter()
-                    .filter(|e| e.kind == Kind::File)
-                    .filter_map(|e| e.blake3.clone()),
-            );
+            for entry in replica.entries.iter().filter(|e| e.kind == Kind::File) {
+                let name = match &entry.pack {
+                    Some(pack) => Some(pack.id.clone()),
+                    None => entry.blake3.clone(),
+                };
+                named.extend(name);
+            }
         }
     }
-    let prefix = Key::from("data");
-    let stored: Vec<ObjectMeta> = store
-        .block_on(store.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
-        .map_err(store.failed("list", &prefix))?;
     let mut collected = Collected::default();
-    for object in stored {
+    for object in store
+        .list_keys("data")?
+        .into_iter()
+        .chain(store.list_keys("packs")?)
+    {
         if object
             .location
             .filename()
-            .is_some_and(|b3| !named.contains(b3))
+            .is_some_and(|name| !named.contains(name))
         {
             store.delete_key(&object.location)?;
             collected.objects += 1;
@@ -190,21 +187,36 @@ mod tests {
         }
     }
 
+    /// The keys of every content object and pack.
+    fn contents(store: &Store) -> Vec<String> {
+        let data = store.list_keys("data").expect("list");
+        let packs = store.list_keys("packs").expect("list");
+        data.into_iter()
+            .chain(packs)
+            .map(|m| m.location.to_string())
+            .collect()
+    }
+
     #[test]
     fn pruning_collects_only_contents_no_snapshot_names() {
         let store = Store::in_memory("ns", "app");
-        let volume = volume_with(&[("a", "first"), ("b", "kept")]);
+        let volume = volume_with(&[("a", "first")]);
         super::super::backup(&store, &options(volume.path())).expect("first backup");
+        let first = contents(&store);
+        assert_eq!(first.len(), 1, "one pack: {first:?}");
         std::fs::write(volume.path().join("0/a"), "second").expect("change");
+        std::fs::write(volume.path().join("0/b"), "kept").expect("add");
         super::super::backup(&store, &options(volume.path())).expect("second backup");
-        assert_eq!(store.stored_contents().expect("list").len(), 3);
+        assert_eq!(contents(&store).len(), 2);
 
         let outcome = super::super::prune(&store, 1).expect("prune");
         assert_eq!(outcome.pruned.len(), 1);
         let collected = outcome.collected.expect("collected");
-        assert_eq!(
-            (collected.objects, collected.bytes, collected.busy),
-            (1, 5, false)
+        assert_eq!((collected.objects, collected.busy), (1, false));
+        let left = contents(&store);
+        assert!(
+            left.len() == 1 && !left.contains(&first[0]),
+            "only the first backup's pack is collected: {left:?}"
         );
         let report = super::super::verify(&store, &Selector::Latest).expect("verify");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
@@ -212,6 +224,48 @@ mod tests {
             store.other_locks(&[]).expect("locks").is_empty(),
             "every lock removed"
         );
+    }
+
+    #[test]
+    fn larger_files_are_objects_of_their_own_and_collected_as_such() {
+        let store = Store::in_memory("ns", "app");
+        let volume = volume_with(&[("small", "s")]);
+        let large = vec![1u8; super::super::pack::PACKED_MAX as usize + 1];
+        std::fs::write(volume.path().join("0/large"), &large).expect("write");
+        super::super::backup(&store, &options(volume.path())).expect("first backup");
+        let hash = blake3::hash(&large).to_hex().to_string();
+        assert!(
+            store.has_content(&hash).expect("head"),
+            "{:?}",
+            contents(&store)
+        );
+        std::fs::write(volume.path().join("0/large"), "now small").expect("shrink");
+        super::super::backup(&store, &options(volume.path())).expect("second backup");
+        let collected = super::super::prune(&store, 1)
+            .expect("prune")
+            .collected
+            .expect("collected");
+        assert_eq!(
+            (collected.objects, collected.bytes),
+            (1, large.len() as u64)
+        );
+        assert!(!store.has_content(&hash).expect("head"));
+    }
+
+    #[test]
+    fn a_killed_backups_pack_is_not_sent_again() {
+        let store = Store::in_memory("ns", "app");
+        let volume = volume_with(&[("a", "sent before the kill"), ("b", "not sent")]);
+        // What a backup killed before its manifest leaves: a pack holding "a".
+        let mut pending = super::super::pack::Pending::default();
+        let text = b"sent before the kill";
+        let (_, full) = pending.add(&blake3::hash(text).to_hex(), text);
+        assert!(full.is_none());
+        store.put_pack(pending).expect("put");
+        let report = super::super::backup(&store, &options(volume.path())).expect("backup");
+        assert_eq!(report.new_bytes, "not sent".len() as u64, "{report:?}");
+        let report = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 
     #[test]
@@ -226,11 +280,7 @@ mod tests {
         let outcome = super::super::prune(&store, 1).expect("prune");
         let collected = outcome.collected.expect("collected");
         assert!(collected.busy && collected.objects == 0, "{collected:?}");
-        assert_eq!(
-            store.stored_contents().expect("list").len(),
-            2,
-            "nothing deleted"
-        );
+        assert_eq!(contents(&store).len(), 2, "nothing deleted");
         drop(running);
 
         let collecting = store.put_lock("collect").expect("a collection's lock");

@@ -4,8 +4,10 @@
 //! Layout below `<bucket>/<prefix>/<namespace>/<name>/`:
 //!
 //! ```text
-//! data/<b3[0..2]>/<b3>          one file's contents, named by their BLAKE3: written once,
-//!                               shared by every snapshot that holds that content
+//! data/<b3[0..2]>/<b3>          a larger file's contents, named by their BLAKE3: written
+//!                               once, shared by every snapshot that holds that content
+//! packs/<id[0..2]>/<id>         many small files' contents and their index (see `pack`),
+//!                               shared the same way
 //! snapshots/<id>.json           a snapshot's manifest (entries inline), written last
 //! locks/<backup|collect>-…      a running backup or collection (see `collect`)
 //! ```
@@ -21,6 +23,7 @@
 
 mod catalog;
 mod collect;
+mod pack;
 mod upload;
 
 use std::path::PathBuf;
@@ -32,9 +35,12 @@ use futures::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
 use object_store::prefix::PrefixStore;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig,
+};
 
 use crate::error::{MoverError, Result};
+use crate::manifest::Entry;
 use crate::names::{App, BackupId};
 
 pub(crate) use catalog::{StoredSnapshot, any, resolve};
@@ -246,13 +252,17 @@ impl Store {
         Key::from(format!("snapshots/{id}.json"))
     }
 
+    /// Every object whose key starts with `prefix/`.
+    fn list_keys(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let prefix = Key::from(prefix);
+        self.block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
+            .map_err(self.failed("list", &prefix))
+    }
+
     /// The ids of the snapshots whose manifests are stored, oldest first.
     pub(crate) fn snapshot_ids(&self) -> Result<Vec<BackupId>> {
-        let prefix = Key::from("snapshots");
-        let metas: Vec<_> = self
-            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
-            .map_err(self.failed("list", &prefix))?;
-        let mut ids: Vec<BackupId> = metas
+        let mut ids: Vec<BackupId> = self
+            .list_keys("snapshots")?
             .iter()
             .filter_map(|m| m.location.filename()?.strip_suffix(".json")?.parse().ok())
             .collect();
@@ -260,13 +270,10 @@ impl Store {
         Ok(ids)
     }
 
-    /// The contents stored, by BLAKE3 (hex), with their sizes.
+    /// The contents stored as objects of their own, by BLAKE3 (hex), with their sizes.
     pub(crate) fn stored_contents(&self) -> Result<std::collections::HashMap<String, u64>> {
-        let prefix = Key::from("data");
-        let metas: Vec<_> = self
-            .block_on(self.objects.list(Some(&prefix)).try_collect::<Vec<_>>())
-            .map_err(self.failed("list", &prefix))?;
-        Ok(metas
+        Ok(self
+            .list_keys("data")?
             .into_iter()
             .filter_map(|m| Some((m.location.filename()?.to_owned(), m.size)))
             .collect())
@@ -305,39 +312,63 @@ impl Store {
             .map_err(self.failed("delete", key))
     }
 
-    /// Streams the object with this BLAKE3 into `write`, hashing it; returns its length
-    /// and hash. A missing object is `Ok(None)`.
-    pub(crate) fn fetch_content(
-        &self,
-        blake3: &str,
-        mut write: impl FnMut(&[u8]) -> Result<()>,
-    ) -> Result<Option<(u64, blake3::Hash)>> {
-        let key = Self::data_key(blake3);
-        let fetched = self.block_on(async {
-            let mut stream = match self.objects.get(&key).await {
-                Ok(result) => result.into_stream(),
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(Err(e)),
-            };
-            let mut hasher = blake3::Hasher::new();
-            let mut len = 0u64;
-            while let Some(chunk) = stream.try_next().await.map_err(Err)? {
-                hasher.update(&chunk);
-                len += chunk.len() as u64;
-                write(&chunk).map_err(Ok)?;
-            }
-            Ok(Some((len, hasher.finalize())))
-        });
-        match fetched {
-            Ok(done) => Ok(done),
-            Err(Ok(write_error)) => Err(write_error),
-            Err(Err(e)) => Err(self.failed("read", &key)(e)),
+    /// The key of the object holding a file entry's contents.
+    fn content_key(entry: &Entry) -> Key {
+        match &entry.pack {
+            Some(pack) => Self::pack_key(&pack.id),
+            None => Self::data_key(entry.blake3.as_deref().unwrap_or_default()),
         }
     }
 
-    /// The address of the object holding this content, for messages.
-    pub(crate) fn content_address(&self, blake3: &str) -> PathBuf {
-        self.address(&Self::data_key(blake3))
+    /// Streams a file entry's contents (an object of their own, or their place in a pack)
+    /// into `write`, hashing them; returns their length and hash, or `None` if the object
+    /// is missing.
+    pub(crate) fn fetch_content(
+        &self,
+        entry: &Entry,
+        mut write: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Option<(u64, blake3::Hash)>> {
+        let key = Self::content_key(entry);
+        let failed = || self.failed("read", &key);
+        let mut hasher = blake3::Hasher::new();
+        let mut len = 0u64;
+        let mut take = |chunk: &[u8]| {
+            hasher.update(chunk);
+            len += chunk.len() as u64;
+            write(chunk)
+        };
+        match &entry.pack {
+            // S3 has no empty range to ask for.
+            Some(_) if entry.size == 0 => {}
+            Some(pack) => {
+                let range = pack.offset..pack.offset.saturating_add(entry.size);
+                match self.block_on(self.objects.get_range(&key, range)) {
+                    Ok(bytes) => take(&bytes)?,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(failed()(e)),
+                }
+            }
+            None => {
+                let mut stream = match self.block_on(self.objects.get(&key)) {
+                    Ok(result) => result.into_stream(),
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(failed()(e)),
+                };
+                while let Some(chunk) = self.block_on(stream.try_next()).map_err(failed())? {
+                    take(&chunk)?;
+                }
+            }
+        }
+        Ok(Some((len, hasher.finalize())))
+    }
+
+    /// The address of the object holding a file entry's contents, for messages.
+    pub(crate) fn content_address(&self, entry: &Entry) -> PathBuf {
+        let address = self.address(&Self::content_key(entry));
+        match &entry.pack {
+            Some(pack) => PathBuf::from(format!("{}@{}", address.display(), pack.offset)),
+            None => address,
+        }
     }
 }
 

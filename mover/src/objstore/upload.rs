@@ -1,8 +1,8 @@
 //! A backup into the object store, straight from the live volumes.
 //!
-//! Each regular file is read and hashed; its contents are sent only if no object of that
-//! BLAKE3 is stored yet (by this backup, an earlier one, or one that was killed before
-//! its manifest). A file whose size, times, mode, owner and inode are those the previous
+//! Each regular file is read and hashed; its contents are sent only if they are not stored
+//! yet (by this backup, an earlier one, or one that was killed before its manifest): small
+//! files' into packs (see `pack`), larger ones' as objects named by their BLAKE3. A file whose size, times, mode, owner and inode are those the previous
 //! snapshot recorded is not read at all (the same quick check as a node-directory backup):
 //! its recorded hash is reused, provided its object is still stored. The manifest is put
 //! last.
@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use object_store::{ObjectStoreExt, WriteMultipart};
 use rustix::fs::FileType;
 
+use super::pack::{PACKED_MAX, Pending};
 use super::{PART_SIZE, Store};
 use crate::backup::{
     BackupOptions, BackupReport, COPY_ATTEMPTS, CopyCheck, NAMED_INCONSISTENT, Totals, check_copy,
@@ -26,7 +27,7 @@ use crate::backup::{
 use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
-use crate::manifest::{Entry, Kind, Replica, Xattrs};
+use crate::manifest::{Entry, Kind, PackRef, Replica, Xattrs};
 use crate::names::BackupId;
 use crate::{swap, volumes};
 
@@ -53,25 +54,13 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     {
         id = last.next();
     }
-    // What is stored: after a snapshot, what it names (a collection never deletes that),
-    // and any other content is asked for by name before it is sent (so the contents of a
-    // killed backup are not sent again); for a first snapshot, one listing of them all.
-    let (stored, ask_first) = match &previous {
-        Some(p) => (
-            p.manifest
-                .replicas
-                .iter()
-                .flat_map(|r| r.entries.iter())
-                .filter_map(|e| e.blake3.clone())
-                .collect(),
-            true,
-        ),
-        None => (store.stored_contents()?.into_keys().collect(), false),
-    };
     let uploader = Uploader {
         store,
-        stored: Mutex::new(stored),
-        ask_first,
+        known: Mutex::new(Known {
+            contents: stored_contents(store, previous.as_ref().map(|p| &p.manifest))?,
+            pending: Pending::default(),
+        }),
+        ask_first: previous.is_some(),
         previous_start: previous.as_ref().map(|p| p.manifest.start_time),
     };
     let mut totals = Totals::default();
@@ -90,6 +79,7 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
             .unwrap_or_default();
         replicas.push(uploader.replica(*ordinal, volume, &previous_files, &mut totals)?);
     }
+    uploader.send_pending()?;
     let ordinals: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
     let mut manifest = totals.manifest(
         &id,
@@ -115,13 +105,54 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     Ok(totals.report(&manifest, pruned))
 }
 
+/// What is stored, before anything is sent: after a snapshot, what it names (a collection
+/// never deletes that), and what the packs it does not name hold (those of a killed
+/// backup); for a first snapshot, every content and pack. After a snapshot, a larger
+/// content not known is asked for by name before it is sent (see [`Uploader::file`]).
+fn stored_contents(
+    store: &Store,
+    previous: Option<&crate::manifest::Manifest>,
+) -> Result<HashMap<String, Option<PackRef>>> {
+    let mut contents: HashMap<String, Option<PackRef>> = match previous {
+        Some(manifest) => manifest
+            .replicas
+            .iter()
+            .flat_map(|r| r.entries.iter())
+            .filter_map(|e| Some((e.blake3.clone()?, e.pack.clone())))
+            .collect(),
+        None => store
+            .stored_contents()?
+            .into_keys()
+            .map(|b3| (b3, None))
+            .collect(),
+    };
+    let named_packs: HashSet<String> = contents
+        .values()
+        .filter_map(|at| Some(at.as_ref()?.id.clone()))
+        .collect();
+    for (id, size) in store.stored_packs()? {
+        if !named_packs.contains(&id) {
+            for (blake3, at) in store.pack_index(&id, size)? {
+                contents.entry(blake3).or_insert(Some(at));
+            }
+        }
+    }
+    Ok(contents)
+}
+
 struct Uploader<'a> {
     store: &'a Store,
-    /// BLAKE3s of the contents known to be stored (added to as we send).
-    stored: Mutex<HashSet<String>>,
-    /// Whether a content not known to be stored is looked for before it is sent.
+    known: Mutex<Known>,
+    /// Whether a larger content not known to be stored is looked for before it is sent.
     ask_first: bool,
     previous_start: Option<DateTime<Utc>>,
+}
+
+/// The contents known to be stored (added to as we send), and the pack being filled.
+struct Known {
+    /// By BLAKE3: where they lie (`None`: an object of their own).
+    contents: HashMap<String, Option<PackRef>>,
+    pending: Pending,
 }
 
 /// What the walk found, in walk order.
@@ -233,6 +264,7 @@ impl Uploader<'_> {
                             let mut entry = Entry::new(&rel, Kind::File, copied.size, copied.meta)
                                 .with_hard_link(&first);
                             entry.blake3.clone_from(&copied.blake3);
+                            entry.pack.clone_from(&copied.pack);
                             entry.source = copied.source;
                             entry.xattrs.clone_from(&copied.xattrs);
                             totals.files += 1;
@@ -292,14 +324,39 @@ impl Uploader<'_> {
             .is_ok_and(|now| (now.dev, now.ino) == (lstat.dev, lstat.ino))
     }
 
-    fn is_stored(&self, blake3: &str) -> bool {
-        self.stored.lock().is_ok_and(|s| s.contains(blake3))
+    fn known(&self) -> MutexGuard<'_, Known> {
+        // Nothing is left half-done under the lock: a panicked holder leaves it usable.
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn mark_stored(&self, blake3: String) {
-        if let Ok(mut stored) = self.stored.lock() {
-            stored.insert(blake3);
+    /// Where contents with this BLAKE3 are stored, if they are.
+    fn stored_at(&self, blake3: &str) -> Option<Option<PackRef>> {
+        self.known().contents.get(blake3).cloned()
+    }
+
+    /// Puts small contents into the pack being filled, unless they are stored; sends the
+    /// pack once it is full. Returns where they lie and whether they were added.
+    fn pack(&self, blake3: &str, contents: &[u8]) -> Result<(PackRef, bool)> {
+        let mut known = self.known();
+        if let Some(Some(at)) = known.contents.get(blake3) {
+            return Ok((at.clone(), false));
         }
+        let (at, full) = known.pending.add(blake3, contents);
+        known.contents.insert(blake3.to_owned(), Some(at.clone()));
+        drop(known);
+        if let Some(full) = full {
+            self.store.put_pack(full)?;
+        }
+        Ok((at, true))
+    }
+
+    /// Sends the last pack, not yet full.
+    fn send_pending(&self) -> Result<()> {
+        let pending = std::mem::take(&mut self.known().pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.store.put_pack(pending)
     }
 
     fn file(
@@ -318,7 +375,7 @@ impl Uploader<'_> {
             && previous
                 .blake3
                 .as_deref()
-                .is_some_and(|b| self.is_stored(b))
+                .is_some_and(|b| self.stored_at(b).is_some())
         {
             let mut entry = previous.clone();
             entry.source = Some(stamp);
@@ -380,26 +437,32 @@ impl Uploader<'_> {
                 }
             };
             let blake3 = hash.to_hex().to_string();
-            let sent = if self.is_stored(&blake3)
-                || (self.ask_first && self.store.has_content(&blake3)?)
-            {
-                false
+            let (pack, sent) = if let Some(at) = self.stored_at(&blake3) {
+                (at, false)
+            } else if len <= PACKED_MAX {
+                let (at, added) = self.pack(&blake3, buf)?;
+                (Some(at), added)
+            } else if self.ask_first && self.store.has_content(&blake3)? {
+                (None, false)
             } else if small {
                 self.store
                     .put_bytes(&Store::data_key(&blake3), Bytes::copy_from_slice(buf))?;
-                true
+                (None, true)
             } else if self.send_large(&mut src, &path, &blake3, buf)? {
-                true
+                (None, true)
             } else if attempt < COPY_ATTEMPTS {
                 attempt += 1;
                 continue;
             } else {
                 return Err(changed_throughout(&path, before.size));
             };
-            self.mark_stored(blake3.clone());
+            if pack.is_none() {
+                self.known().contents.insert(blake3.clone(), None);
+            }
             let mut entry = Entry::new(rel, Kind::File, len, meta_of(&before, &path)?);
             entry.xattrs = xattrs;
             entry.blake3 = Some(blake3);
+            entry.pack = pack;
             entry.source = Some(fsops::stamp_of(&before, &path)?);
             entry.inconsistent = !consistent;
             return Ok(Outcome::Read { entry, sent });
