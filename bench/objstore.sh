@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Backups into an object store (spec.backup.target.objectStore) against restic's S3 backend
-# (the engine K8up runs), both writing to the same real SeaweedFS on this machine
-# (e2e/objstore) in the same run. Not a test.
+# (the engine K8up runs) and `rclone copy` (a mirror, not a backup: no snapshots, no history),
+# all writing to the same real SeaweedFS on this machine (e2e/objstore) in the same run. `mc
+# mirror` is not a peer: MinIO's client is in no package registry reachable here. Not a test.
 #
 # Usage: bench/objstore.sh
 #   BENCH_S3_FILES=20000     files of the small-files shape (1-64 KiB each, nested dirs)
@@ -10,14 +11,15 @@
 #   BENCH_S3_RUNS=3          timed runs of every command (>= 3)
 # Quick run: BENCH_S3_FILES=2000 BENCH_S3_BIG_MB=16 bench/objstore.sh
 #
-# Shapes (ratio = restic's time / ours, > 1: ours is faster):
+# Shapes (ratio = the peer's time / ours, > 1: ours is faster):
 #   full-backup-small-s3, full-backup-big-s3
 #                 a full backup into an empty place: ours under a new app name, restic into
-#                 a fresh repository, each run
+#                 a fresh repository, rclone into a fresh path, each run
 #   incremental-s3
 #                 the second backup after 1% of the small files got 4 KiB appended; each run
-#                 starts from its own first backup (made untimed by both), and restic keeps
-#                 the local cache its first backup made
+#                 starts from its own first backup (made untimed by each), and restic keeps
+#                 the local cache its first backup made; rclone compares size and time, as
+#                 it does by default
 # Every timed region is the command alone (the data is only read); the page cache is dropped
 # before it when permitted. Goals: >= 1.0 on a full backup, >= 2.0 on the 1% incremental.
 set -euo pipefail
@@ -38,6 +40,7 @@ done
 ((RUNS >= 3)) || die "the object store bench needs at least 3 runs for a median (BENCH_S3_RUNS=$RUNS)"
 need() { command -v "$1" >/dev/null || { apt-get update -qq >/dev/null && apt-get install -y -qq "$2" >/dev/null; }; }
 need restic restic
+need rclone rclone
 need bc bc
 need python3 python3
 
@@ -69,6 +72,12 @@ ours() {
 repo() { echo "s3:$HS_S3_ENDPOINT/$BUCKET/restic/$1"; }
 restic_backup() { (cd "$2" && RESTIC_REPOSITORY=$(repo "$1") exec restic backup -q 0); }
 restic_init() { RESTIC_REPOSITORY=$(repo "$1") restic init -q >/dev/null; }
+# rclone_copy NAME SRC: rclone copies SRC/0 to rclone/NAME, as many transfers at once as ours.
+export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Other \
+  RCLONE_CONFIG_BENCH_ENDPOINT=$HS_S3_ENDPOINT RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$HS_S3_ADMIN_KEY \
+  RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$HS_S3_ADMIN_SECRET RCLONE_CONFIG_BENCH_NO_CHECK_BUCKET=true
+# (AWS_CA_BUNDLE, which this machine sets, breaks rclone 1.60's S3 client; the endpoint is HTTP.)
+rclone_copy() { env -u AWS_CA_BUNDLE rclone copy -q --fast-list --transfers 16 --checkers 16 "$2/0" "bench:$BUCKET/rclone/$1"; }
 # files of the backup just timed, from ours' JSON line
 reported_files() { sed -n 's/.*"files":\([0-9]*\).*/\1/p' "$WORK/out"; }
 
@@ -81,6 +90,7 @@ full() {
     [[ $(reported_files) == "$files" ]] || die "FAILED ($shape): ours backed up $(reported_files) files, not $files"
     restic_init "$shape-$run"
     timed "$shape:restic" restic_backup "$shape-$run" "$src"
+    timed "$shape:rclone" rclone_copy "$shape-$run" "$src"
   done
 }
 
@@ -95,12 +105,14 @@ incremental() {
     ours "inc-$run" "$WORK/small" >/dev/null
     restic_init "inc-$run"
     restic_backup "inc-$run" "$WORK/small"
+    rclone_copy "inc-$run" "$WORK/small"
     # The quick check trusts only files settled before the first backup began.
     sleep 1.1
     change_files change
     timed incremental:ours ours "inc-$run" "$WORK/small"
     [[ $(sed -n 's/.*"newBytes":\([0-9]*\).*/\1/p' "$WORK/out") -gt 0 ]] || die "FAILED (incremental): ours sent nothing"
     timed incremental:restic restic_backup "inc-$run" "$WORK/small"
+    timed incremental:rclone rclone_copy "inc-$run" "$WORK/small"
     change_files undo
   done
 }
@@ -113,7 +125,7 @@ log "generating $BIG_FILES files of $BIG_MB MiB"
 gen_big "$WORK/big/0" "$BIG_FILES" "$BIG_MB"
 full full-big "$WORK/big" "$BIG_FILES"
 block full-big "full backup of $BIG_FILES files of $BIG_MB MiB into an empty place in the store (restic: a fresh repo each run); $GOAL_FULL" \
-  full-backup-big-s3 full-big:ours full-big restic
+  full-backup-big-s3 full-big:ours full-big restic rclone
 rm -rf "$WORK/big"
 
 log "generating $FILES_N files of 1-64 KiB"
@@ -121,15 +133,16 @@ gen_small "$WORK/small/0" "$FILES_N"
 small_bytes=$(find "$WORK/small" -type f -printf '%s\n' | awk '{ b += $1 } END { printf "%.0f\n", b }')
 full full-small "$WORK/small" "$FILES_N"
 block full-small "full backup of $FILES_N files of 1-64 KiB ($(mib "$small_bytes") MiB) into an empty place in the store (restic: a fresh repo each run); $GOAL_FULL" \
-  full-backup-small-s3 full-small:ours full-small restic
+  full-backup-small-s3 full-small:ours full-small restic rclone
 incremental
 block incremental "second backup after $CHANGED of the $FILES_N small files (1%) got 4 KiB appended, into the place holding the first; goal: ratio vs restic >= 2.0" \
-  incremental-s3 incremental:ours incremental restic
+  incremental-s3 incremental:ours incremental restic rclone
 
 echo "# objstore: SeaweedFS ($HS_S3_ENDPOINT, built by e2e/cluster.d/build-seaweedfs.sh) on this machine, $(nproc) CPUs, kernel $(uname -r)"
 echo "# objstore: page cache $CACHE"
 echo "# objstore: median of $RUNS runs (min, max), runs interleaved; ratio = restic's time / ours, > 1 means ours is faster"
 echo "# objstore: peer $(restic version | awk '{ print $1, $2 }') with its S3 backend (repo format 2, default compression, encrypted); ours: object_store over HTTP, not encrypted"
+echo "# objstore: peer $(rclone version | head -n1) copy --fast-list --transfers 16 --checkers 16"
 for shape in full-small full-big incremental; do
   echo "${BLOCK[$shape]}"
 done
