@@ -26,12 +26,14 @@ keys() {
 }
 
 # store_app NS NAME BUCKET SECRET [RESTORE] [EXTRA-SPEC-JSON]: an app backed up to BUCKET with
-# SECRET's keys, restoring its newest backup before it starts unless RESTORE is false.
+# SECRET's keys, restoring its newest backup before it starts unless RESTORE is false. The
+# store is $HS_S3_ENDPOINT; STORE_EXTRA (JSON members) is added to its objectStore.
 store_app() {
   local ns=$1 name=$2 bucket=$3 secret=$4 restore=${5:-true} extra=${6:-}
   app_yaml "$name" "{\"replicas\": 1, \"restoreFromExisting\": $restore, \"backupSchedule\": \"0 0 1 1 *\"$extra,
     \"backup\": {\"target\": {\"objectStore\": {\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"$bucket\",
-    \"prefix\": \"e2e\", \"credentialsSecret\": \"$secret\", \"insecure\": true}}}}" | kubectl -n "$ns" apply -f - >/dev/null
+    \"prefix\": \"e2e\", \"credentialsSecret\": \"$secret\", \"insecure\": true${STORE_EXTRA:-}}}}}" |
+    kubectl -n "$ns" apply -f - >/dev/null
 }
 # puts_above N: the store has served more than N PUT requests since it started.
 puts_above() { (($(e2e/objstore puts) > $1)); }
@@ -221,6 +223,50 @@ test_store_stopped_mid_upload_fails_that_backup_only() {
   [[ $("$HS_PLUGIN" -n "$ns" backups mid -o json | jq -r '.[].id' | wc -l) -eq 2 ]]
 }
 
+# An https endpoint whose certificate a private CA signed: refused, saying why, until
+# endpointCA names that CA; then backups, and the plugin's verify, go over https.
+test_https_endpoint_with_a_private_ca() {
+  local ns id
+  ns=$(new_ns s3tls)
+  trap "failed_then '$ns'; cleanup_ns '$ns'" EXIT
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  kubectl -n "$ns" create secret generic s3-ca --from-file=ca.crt="$HS_S3_TLS_CA" >/dev/null
+  HS_S3_ENDPOINT=$HS_S3_TLS_ENDPOINT store_app "$ns" tls tenant-a s3 false
+  wait_for "tls Ready" 120 app_ready "$ns" tls
+  [[ $(request "$ns" tls backup) == Failed ]]
+  echo "backupRequest: $(jp "$ns" tls '{.status.backupRequest.message}')"
+  status_contains "$ns" tls '{.status.backupRequest.message}' "certificate is not trusted"
+  HS_S3_ENDPOINT=$HS_S3_TLS_ENDPOINT STORE_EXTRA=', "endpointCA": {"name": "s3-ca", "key": "ca.crt"}' \
+    store_app "$ns" tls tenant-a s3 false
+  [[ $(request "$ns" tls backup) == Succeeded ]]
+  id=$(jp "$ns" tls '{.status.backupRequest.backupId}')
+  "$HS_PLUGIN" -n "$ns" verify tls "$id" | grep -q "every checksum matches"
+  keys tenant-a "e2e/$ns/tls/snapshots/" | grep -qx "e2e/$ns/tls/snapshots/$id.json"
+}
+
+# The cluster admin's endpoint allowlist (the reconciler's --object-store-endpoints): an app
+# naming another store is refused before anything is made or sent, and says why; an app
+# naming a listed one is backed up.
+test_admin_allows_only_listed_endpoints() {
+  local ns deploy=deploy/hellostateful-reconciler setting=HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS
+  ns=$(new_ns s3allow)
+  trap "failed_then '$ns'; kubectl -n '$RECONCILER_NS' set env '$deploy' '$setting-' >/dev/null;
+    kubectl -n '$RECONCILER_NS' rollout status '$deploy' --timeout=120s >/dev/null; cleanup_ns '$ns'" EXIT
+  kubectl -n "$RECONCILER_NS" set env "$deploy" "$setting=$HS_S3_ENDPOINT" >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout status "$deploy" --timeout=120s >/dev/null
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  HS_S3_ENDPOINT=http://elsewhere.example:8333 store_app "$ns" elsewhere tenant-a s3
+  wait_for "elsewhere refused" 60 \
+    status_contains "$ns" elsewhere '{.status.conditions[?(@.type=="Ready")].reason}' BackupTargetRefused
+  status_contains "$ns" elsewhere '{.status.conditions[?(@.type=="Ready")].message}' \
+    "not an object store the cluster admin allows ($HS_S3_ENDPOINT)"
+  has_event "$ns" BackupTargetRefused
+  [[ -z $(kubectl -n "$ns" get statefulsets,cronjobs,jobs -o name) ]]
+  store_app "$ns" listed tenant-a s3
+  wait_for "listed Ready" 120 app_ready "$ns" listed
+  [[ $(request "$ns" listed backup) == Succeeded ]]
+}
+
 # The plugin's whole job on a store: back up, list, describe, verify, restore an older
 # backup, delete one, and delete the app with its backups.
 test_plugin_restores_an_older_backup_and_deletes_them_all() {
@@ -260,4 +306,6 @@ run_test wrong_keys_fail_at_once_with_a_clear_message test_wrong_keys_fail_at_on
 run_test tenants_never_see_each_others_objects test_tenants_never_see_each_others_objects
 run_test store_down_fails_the_backup_and_keeps_the_last_good_one test_store_down_fails_the_backup_and_keeps_the_last_good_one
 run_test store_stopped_mid_upload_fails_that_backup_only test_store_stopped_mid_upload_fails_that_backup_only
+run_test https_endpoint_with_a_private_ca test_https_endpoint_with_a_private_ca
+run_test admin_allows_only_listed_endpoints test_admin_allows_only_listed_endpoints
 summary

@@ -285,6 +285,25 @@ pub struct ObjectStoreTarget {
     /// Allow a plain-HTTP endpoint (test clusters only: keys and data travel unencrypted).
     #[serde(default)]
     pub insecure: bool,
+
+    /// The CA that signed an https endpoint's certificate, when it is not one of the public
+    /// CAs the image trusts: a key of a Secret in the app's namespace holding PEM
+    /// certificates. Default: the public CAs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "endpointCA")]
+    pub endpoint_ca: Option<SecretKeyRef>,
+}
+
+/// A key of a Secret in the app's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key in it.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[-._a-zA-Z0-9]+$')").message("a Secret key is letters, digits, '-', '_' and '.'"))]
+    pub key: String,
 }
 
 /// Retention of snapshots. The newest good snapshot is never deleted.
@@ -484,25 +503,33 @@ impl ObjectStoreTarget {
     /// The environment variables the mover reads the keys from, each filled from the key of
     /// the same name in `credentialsSecret`.
     pub const KEY_ENV: [&str; 2] = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+    /// The environment variable the mover reads `endpointCA`'s certificates from.
+    pub const CA_ENV: &str = "HELLOSTATEFUL_STORE_CA";
 
-    /// The mover's environment: the keys, from `credentialsSecret` of the app's namespace.
+    /// The mover's environment: the keys from `credentialsSecret`, and the CA from
+    /// `endpointCA`, both Secrets of the app's namespace.
     pub fn mover_env(&self) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
         use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
-        Self::KEY_ENV
-            .iter()
-            .map(|key| EnvVar {
-                name: (*key).to_string(),
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(SecretKeySelector {
-                        name: self.credentials_secret.clone(),
-                        key: (*key).to_string(),
-                        optional: None,
-                    }),
-                    ..EnvVarSource::default()
+        let from_secret = |env: &str, secret: &str, key: &str| EnvVar {
+            name: env.to_string(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.to_string(),
+                    key: key.to_string(),
+                    optional: None,
                 }),
-                ..EnvVar::default()
-            })
-            .collect()
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        };
+        let mut env: Vec<EnvVar> = Self::KEY_ENV
+            .iter()
+            .map(|key| from_secret(key, &self.credentials_secret, key))
+            .collect();
+        if let Some(ca) = &self.endpoint_ca {
+            env.push(from_secret(Self::CA_ENV, &ca.name, &ca.key));
+        }
+        env
     }
 
     /// The mover's options naming this store, in `--flag=value` form (no value can be

@@ -123,7 +123,8 @@ pub struct AppArgs {
 
 /// An S3-compatible object store as the backup location, instead of `--target`. The
 /// keys are read from the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`),
-/// never from the command line, which other users of the node can read.
+/// never from the command line, which other users of the node can read; so is the PEM of a
+/// private CA that signed an https endpoint's certificate (`HELLOSTATEFUL_STORE_CA`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct StoreArgs {
     /// Keep backups in the object store at this S3 endpoint (https://host[:port]) instead
@@ -168,6 +169,9 @@ impl AppArgs {
             insecure: self.store.store_insecure,
             access_key_id: std::env::var(objstore::ACCESS_KEY_ENV).unwrap_or_default(),
             secret_access_key: std::env::var(objstore::SECRET_KEY_ENV).unwrap_or_default(),
+            ca_pem: std::env::var(objstore::CA_ENV)
+                .ok()
+                .filter(|pem| !pem.trim().is_empty()),
         };
         let store = Store::open(&config, &self.namespace, &self.name)?;
         Ok(Location::Store(Box::new(store)))

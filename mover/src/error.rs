@@ -222,41 +222,50 @@ impl MoverError {
 }
 
 /// An object store client's error in short: the HTTP status and S3 error code the server
-/// answered with, when it answered; why it could not be reached, when it could not; else
-/// (a timeout, anything else) all of it.
+/// answered with, when it answered; why its certificate is not trusted, or why it could not
+/// be reached; else (a timeout, anything else) all of it.
 pub(crate) fn store_reason(error: &object_store::Error) -> String {
     let text = crate::chain(error);
     let after = |marker: &str, end: char| {
         let start = text.find(marker)? + marker.len();
         text[start..].split(end).next().map(|s| s.trim().to_owned())
     };
-    let unreachable = text
-        .split_once("tcp connect error: ")
-        .map(|(_, cause)| cause.trim().to_owned());
-    match (
-        after("status code: ", ':'),
-        after("<Code>", '<'),
-        unreachable,
-    ) {
-        (Some(status), Some(code), _) => format!("the store answered {status} ({code})"),
-        (Some(status), None, _) => format!("the store answered {status}"),
-        (None, _, Some(cause)) => match after(" after ", ',') {
-            Some(retries) => format!("the store could not be reached ({cause}), after {retries}"),
-            None => format!("the store could not be reached ({cause})"),
-        },
+    let rest = |marker: &str| {
+        text.split_once(marker)
+            .map(|(_, cause)| cause.trim().to_owned())
+    };
+    if let Some(status) = after("status code: ", ':') {
+        return match after("<Code>", '<') {
+            Some(code) => format!("the store answered {status} ({code})"),
+            None => format!("the store answered {status}"),
+        };
+    }
+    if let Some(cause) = rest("invalid peer certificate: ") {
+        return format!(
+            "the store's certificate is not trusted ({cause}): if a private CA signed it, name that CA in spec.backup.target.objectStore.endpointCA"
+        );
+    }
+    match (rest("tcp connect error: "), after(" after ", ',')) {
+        (Some(cause), Some(retries)) => {
+            format!("the store could not be reached ({cause}), after {retries}")
+        }
+        (Some(cause), None) => format!("the store could not be reached ({cause})"),
         _ => text,
     }
 }
 
-/// Whether the object store refused the keys (401, 403): the same keys are refused again.
-/// A listing's refusal comes as a generic error that only its text tells apart.
+/// Whether the object store refused the keys (401, 403), or its certificate is not trusted:
+/// trying again meets the same refusal. A listing's refusal comes as a generic error that
+/// only its text tells apart.
 fn refused(error: &object_store::Error) -> bool {
     match error {
         object_store::Error::PermissionDenied { .. }
         | object_store::Error::Unauthenticated { .. } => true,
         other => {
             let text = crate::chain(other);
-            text.contains(" 403 Forbidden") || text.contains(" 401 Unauthorized")
+            text.contains(" 403 Forbidden")
+                || text.contains(" 401 Unauthorized")
+                || text.contains("invalid peer certificate: ")
         }
     }
 }
@@ -319,7 +328,25 @@ mod tests {
             store_reason(&forbidden),
             "the store answered 403 Forbidden (AccessDenied)"
         );
+        let untrusted = generic(
+            "Error performing PUT https://s3:8334/b/k in 20ms - HTTP error: error sending request: client error (Connect): invalid peer certificate: UnknownIssuer",
+        );
+        assert_eq!(
+            store_reason(&untrusted),
+            "the store's certificate is not trusted (UnknownIssuer): if a private CA signed it, name that CA in spec.backup.target.objectStore.endpointCA"
+        );
         let other = generic("something else entirely");
         assert!(store_reason(&other).contains("something else entirely"));
+
+        // Keys refused and certificates not trusted are refused again: the Job stops at once.
+        let failed = |error: object_store::Error| MoverError::Store {
+            action: "write",
+            path: PathBuf::from("s3://b/k"),
+            reason: store_reason(&error),
+            error: Box::new(error),
+        };
+        assert!(failed(forbidden).is_permanent());
+        assert!(failed(untrusted).is_permanent());
+        assert!(!failed(refused).is_permanent(), "the server may come back");
     }
 }

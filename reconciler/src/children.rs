@@ -1062,7 +1062,8 @@ mod tests {
     fn an_object_store_job_mounts_no_target_and_reads_its_keys_from_the_apps_secret() {
         let spec = json!({"backup": {"target": {"objectStore": {
             "endpoint": "http://s3.test:8333", "bucket": "backups", "prefix": "team",
-            "credentialsSecret": "s3-keys", "insecure": true
+            "credentialsSecret": "s3-keys", "insecure": true,
+            "endpointCA": {"name": "s3-ca", "key": "ca.crt"}
         }}}});
         let hello = app(spec);
         let location =
@@ -1122,6 +1123,11 @@ mod tests {
                     "s3-keys".into(),
                     "AWS_SECRET_ACCESS_KEY".into()
                 ),
+                (
+                    "HELLOSTATEFUL_STORE_CA".into(),
+                    "s3-ca".into(),
+                    "ca.crt".into()
+                ),
             ]
         );
         assert_eq!(
@@ -1131,6 +1137,10 @@ mod tests {
                 hellostateful_mover::objstore::SECRET_KEY_ENV
             ],
             "the names the mover reads"
+        );
+        assert_eq!(
+            hellostateful_api::ObjectStoreTarget::CA_ENV,
+            hellostateful_mover::objstore::CA_ENV
         );
         // No key is ever on the command line.
         assert!(!args.iter().any(|a| a.contains("AWS_")), "{args:?}");

@@ -52,6 +52,9 @@ pub use upload::backup;
 pub const ACCESS_KEY_ENV: &str = "AWS_ACCESS_KEY_ID";
 /// Environment variable holding the secret access key (from the app's Secret).
 pub const SECRET_KEY_ENV: &str = "AWS_SECRET_ACCESS_KEY";
+/// Environment variable holding PEM certificates of a CA to trust besides the public ones
+/// (from the Secret key `endpointCA` names).
+pub const CA_ENV: &str = "HELLOSTATEFUL_STORE_CA";
 
 /// Files up to this size are read into memory and put in one request; larger ones are
 /// sent as a multipart upload of parts this size.
@@ -75,6 +78,8 @@ pub struct StoreConfig {
     pub access_key_id: String,
     /// Secret access key.
     pub secret_access_key: String,
+    /// PEM certificates of a CA to trust besides the public ones.
+    pub ca_pem: Option<String>,
 }
 
 impl StoreConfig {
@@ -155,10 +160,25 @@ impl Store {
             max_retries: 4,
             retry_timeout: Duration::from_secs(30),
         };
-        let client = ClientOptions::new()
+        let mut client = ClientOptions::new()
             .with_allow_http(config.insecure)
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(Duration::from_secs(120));
+        if let Some(pem) = &config.ca_pem {
+            let not_pem = |why: String| {
+                MoverError::Usage(format!(
+                    "the endpoint's CA ({CA_ENV}, from spec.backup.target.objectStore.endpointCA) is not PEM certificates: {why}"
+                ))
+            };
+            let certificates = object_store::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| not_pem(e.to_string()))?;
+            if certificates.is_empty() {
+                return Err(not_pem("no certificate in it".into()));
+            }
+            for certificate in certificates {
+                client = client.with_root_certificate(certificate);
+            }
+        }
         // The HTTP client's TLS takes its cryptography from the process-wide provider: ring,
         // as kube's in the same binary. An Err only says one is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -385,6 +405,7 @@ mod tests {
             insecure: false,
             access_key_id: "key".into(),
             secret_access_key: "secret".into(),
+            ca_pem: None,
         }
     }
 
@@ -462,6 +483,24 @@ mod tests {
             ..config()
         };
         assert!(http.check().is_ok());
+    }
+
+    #[test]
+    fn an_endpoint_ca_that_is_not_pem_certificates_is_refused_before_anything_is_sent() {
+        for garbage in ["not a certificate", "-----BEGIN CERTIFICATE-----\nAAAA\n"] {
+            let with_ca = StoreConfig {
+                ca_pem: Some(garbage.into()),
+                ..config()
+            };
+            let error = Store::open(&with_ca, "ns", "app")
+                .err()
+                .expect(garbage)
+                .to_string();
+            assert!(
+                error.contains("is not PEM certificates") && error.contains(CA_ENV),
+                "{error}"
+            );
+        }
     }
 
     #[test]
