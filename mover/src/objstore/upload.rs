@@ -2,10 +2,10 @@
 //!
 //! Each regular file is read and hashed; its contents are sent only if they are not stored
 //! yet (by this backup, an earlier one, or one that was killed before its manifest): small
-//! files' into packs (see `pack`), larger ones' as objects named by their BLAKE3. A file whose size, times, mode, owner and inode are those the previous
-//! snapshot recorded is not read at all (the same quick check as a node-directory backup):
-//! its recorded hash is reused, provided its object is still stored. The manifest is put
-//! last.
+//! files' into packs (see `pack`), larger ones' as objects named by their BLAKE3. A file
+//! whose size, times, mode, owner and inode are those the previous snapshot recorded is not
+//! read at all (the same quick check as a node-directory backup): its recorded hash is
+//! reused, provided its contents are still stored. The manifest is put last.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
