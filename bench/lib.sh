@@ -130,6 +130,11 @@ reconciler_pid() {
 
 # VmRSS of a pid in MB (10^6 bytes).
 rss_mb() { awk '/^VmRSS:/ {printf "%.1f\n", $2 * 1024 / 1e6}' "/proc/$1/status"; }
+# Its two parts, in MB: "heap and stacks X, binary Y" (RssAnon, RssFile + RssShmem).
+rss_parts() {
+  awk '/^RssAnon:/ {a = $2} /^Rss(File|Shmem):/ {f += $2}
+       END {printf "heap and stacks %.1f, binary %.1f\n", a * 1024 / 1e6, f * 1024 / 1e6}' "/proc/$1/status"
+}
 
 # Deletes the bench namespaces given, waits (bounded) until they are gone, and removes what
 # they left on the node.
