@@ -17,6 +17,12 @@ use hellostateful_reconciler::server::{self, Health};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
+/// jemalloc hands the pages a burst freed (the lists at start, a full pass, deleted apps)
+/// back to the kernel. glibc's heap kept them: with 1,000 apps created and then deleted,
+/// 34 MB of heap stayed resident, even with `malloc_trim`; with jemalloc, 9 MB.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "hellostateful-reconciler",
