@@ -137,6 +137,11 @@ test_an_app_restored_from_node_directory_backups_is_made_on_their_node() {
   wait_for "src wrote" 60 lines_at_least "$(host_log "$ns" src 0)" 1
   "$HS_PLUGIN" -n "$ns" backup src --timeout 3m >/dev/null || { on_fail "$ns"; return 1; }
   fake_node "$SPARE" true '{}'
+  # The reconciler learns of the spare's Ready status from its Node watch, which is not
+  # ordered with the app watch: an app made a moment later may be placed before it knows.
+  # An app that only the spare fits is placed once it does.
+  app_yaml known '{"replicas": 0, "nodeSelector": {"kubernetes.io/hostname": "'"$SPARE"'"}}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "the spare known to the reconciler" 60 bash -c "[[ \$(kubectl -n '$ns' get hellostateful known -o jsonpath='{.status.nodeName}') == '$SPARE' ]]"
   # Without backups to restore, the spare node (first by name, Ready, free) is chosen.
   app_yaml fresh '{"replicas": 0}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "fresh placed" 60 bash -c "[[ -n \$(kubectl -n '$ns' get hellostateful fresh -o jsonpath='{.status.nodeName}') ]]"
