@@ -12,11 +12,13 @@ use std::sync::Arc;
 
 use futures::Stream;
 use hellostateful_api::names::{self, Component};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetStatus};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Service,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimStatus, PersistentVolumeSpec, PersistentVolumeStatus, Service,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -37,7 +39,8 @@ pub struct Cache {
     statefulsets: Store<StatefulSet>,
     services: Store<Service>,
     claims: Store<PersistentVolumeClaim>,
-    cronjobs: Store<CronJob>,
+    /// Metadata only: a CronJob is compared through its version (see `version_print`).
+    cronjobs: Store<PartialObjectMeta<CronJob>>,
     jobs: Store<Job>,
     volumes: Store<PersistentVolume>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
@@ -53,7 +56,7 @@ pub struct Writers {
     pub statefulsets: Writer<StatefulSet>,
     pub services: Writer<Service>,
     pub claims: Writer<PersistentVolumeClaim>,
-    pub cronjobs: Writer<CronJob>,
+    pub cronjobs: Writer<PartialObjectMeta<CronJob>>,
     pub jobs: Writer<Job>,
     pub volumes: Writer<PersistentVolume>,
     pub namespaces: Writer<PartialObjectMeta<Namespace>>,
@@ -129,7 +132,7 @@ impl Cache {
         self.claims.get(&ObjectRef::new(name).within(namespace))
     }
 
-    pub fn cronjob(&self, namespace: &str, name: &str) -> Option<Arc<CronJob>> {
+    pub fn cronjob(&self, namespace: &str, name: &str) -> Option<Arc<PartialObjectMeta<CronJob>>> {
         self.cronjobs.get(&ObjectRef::new(name).within(namespace))
     }
 
@@ -208,13 +211,9 @@ impl Writers {
     }
 }
 
-/// The annotation of a cached StatefulSet or CronJob that holds the fingerprint of the
-/// object as the API server had it (`fingerprint`), in place of the spec parts dropped.
-/// Only ever on the cached copy: the API server never sees it.
-pub const FINGERPRINT: &str = "hellostateful.cache/fingerprint";
-
-/// How objects of a kind are kept in the cache: without managedFields (which passes never
-/// read, and which are most of an object's size), and without whatever `trim` drops.
+/// How objects of a kind are kept in the cache: without what passes never read. Every kind
+/// loses managedFields (most of an object's size), its resourceVersion and its creation
+/// time; `trim` drops what else a kind's readers never look at.
 pub trait Cached:
     Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static
 {
@@ -223,14 +222,54 @@ pub trait Cached:
 
     /// The object as the cache keeps it.
     fn keep(&mut self) {
-        self.meta_mut().managed_fields = None;
+        let meta = self.meta_mut();
+        meta.managed_fields = None;
+        meta.resource_version = None;
+        meta.creation_timestamp = None;
         self.trim();
     }
 }
 
-impl Cached for Service {}
-impl Cached for PersistentVolumeClaim {}
-impl Cached for PersistentVolume {}
+impl Cached for Service {
+    // Its spec is compared with the desired one; its status (load balancers) never is.
+    fn trim(&mut self) {
+        self.status = None;
+    }
+}
+
+impl Cached for PartialObjectMeta<CronJob> {}
+
+impl Cached for PersistentVolumeClaim {
+    // Read: which volume it is bound to, and whether it is Bound.
+    fn trim(&mut self) {
+        self.spec = self.spec.take().map(|spec| PersistentVolumeClaimSpec {
+            volume_name: spec.volume_name,
+            ..Default::default()
+        });
+        self.status = self
+            .status
+            .take()
+            .map(|status| PersistentVolumeClaimStatus {
+                phase: status.phase,
+                ..Default::default()
+            });
+    }
+}
+
+impl Cached for PersistentVolume {
+    // Read: the node it is pinned to, its node directory, and whether it is Released.
+    fn trim(&mut self) {
+        self.spec = self.spec.take().map(|spec| PersistentVolumeSpec {
+            host_path: spec.host_path,
+            node_affinity: spec.node_affinity,
+            ..Default::default()
+        });
+        self.status = self.status.take().map(|status| PersistentVolumeStatus {
+            phase: status.phase,
+            ..Default::default()
+        });
+    }
+}
 
 impl Cached for Job {
     // A Job's labels, annotations, TTL and status are read; it is never applied again.
@@ -251,41 +290,55 @@ impl Cached for Node {
 }
 
 impl Cached for StatefulSet {
-    // The pod template is compared only through the fingerprint; the claim templates,
-    // replicas and status are read.
+    // Read: the replicas asked and ready, and the claim templates (immutable, so carried
+    // into what is applied); the rest is compared through its version (`version_print`).
     fn trim(&mut self) {
-        let print = fingerprint(self);
-        self.annotations_mut().insert(FINGERPRINT.into(), print);
-        if let Some(spec) = self.spec.as_mut() {
-            spec.template = Default::default();
-        }
+        self.spec = self.spec.take().map(|spec| StatefulSetSpec {
+            replicas: spec.replicas,
+            volume_claim_templates: spec.volume_claim_templates,
+            ..Default::default()
+        });
+        self.status = self.status.take().map(|status| StatefulSetStatus {
+            replicas: status.replicas,
+            ready_replicas: status.ready_replicas,
+            ..Default::default()
+        });
     }
 }
 
-impl Cached for CronJob {
-    // Only compared, through the fingerprint.
-    fn trim(&mut self) {
-        let print = fingerprint(self);
-        self.annotations_mut().insert(FINGERPRINT.into(), print);
-        if let Some(spec) = self.spec.as_mut() {
-            spec.job_template = Default::default();
-        }
-    }
-}
-
-/// A digest of everything of `object` that the reconciler applies (labels, annotations,
-/// owners, spec), and of nothing that others change on their own (status, versions): it
-/// changes when the object is edited, by the reconciler or by hand.
-pub fn fingerprint<K: Resource + Serialize>(object: &K) -> String {
-    let meta = object.meta();
-    let mut annotations = meta.annotations.clone().unwrap_or_default();
-    annotations.remove(FINGERPRINT);
-    let spec = serde_json::to_value(object)
+/// A digest of everything of `desired` that the reconciler applies (labels, annotations,
+/// owners, spec): it changes when what the reconciler wants changes.
+pub fn applied_print<K: Resource + Serialize>(desired: &K) -> String {
+    let meta = desired.meta();
+    let spec = serde_json::to_value(desired)
         .ok()
         .and_then(|mut value| value.get_mut("spec").map(serde_json::Value::take));
-    let parts = (&meta.labels, annotations, &meta.owner_references, spec);
+    digest(&(
+        &meta.labels,
+        &meta.annotations,
+        &meta.owner_references,
+        spec,
+    ))
+}
+
+/// A digest of an object's version as far as the reconciler's part of it goes: its uid (a
+/// re-creation), its generation (which StatefulSets and CronJobs raise on every change of
+/// their spec, by anyone), and its labels, annotations and owners. Computed from metadata
+/// alone, so the cache needs no spec to tell an object that is in line from one edited
+/// since.
+pub fn version_print(meta: &ObjectMeta) -> String {
+    digest(&(
+        &meta.uid,
+        meta.generation,
+        &meta.labels,
+        &meta.annotations,
+        &meta.owner_references,
+    ))
+}
+
+fn digest(parts: &impl Serialize) -> String {
     let mut hasher = DefaultHasher::new();
-    serde_json::to_string(&parts)
+    serde_json::to_string(parts)
         .unwrap_or_default()
         .hash(&mut hasher);
     format!("{:016x}", hasher.finish())
@@ -298,7 +351,7 @@ pub struct Watches {
     pub statefulsets: Objects<StatefulSet>,
     pub services: Objects<Service>,
     pub claims: Objects<PersistentVolumeClaim>,
-    pub cronjobs: Objects<CronJob>,
+    pub cronjobs: Objects<PartialObjectMeta<CronJob>>,
     pub jobs: Objects<Job>,
     pub volumes: Objects<PersistentVolume>,
     pub namespaces: Objects<PartialObjectMeta<Namespace>>,
@@ -327,6 +380,77 @@ mod tests {
     fn fill<K: Resource<DynamicType = ()> + Clone>(writer: &mut Writer<K>) {
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    fn statefulset(generation: i64) -> StatefulSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "hello", "namespace": "ns1", "uid": "u1", "generation": generation,
+                         "resourceVersion": "7", "labels": {"app.kubernetes.io/instance": "hello"}},
+            "spec": {"replicas": 2, "serviceName": "hello",
+                     "selector": {"matchLabels": {"app.kubernetes.io/instance": "hello"}},
+                     "template": {"spec": {"containers": [{"name": "app", "image": "busybox"}]}},
+                     "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                         "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]},
+            "status": {"replicas": 2, "readyReplicas": 1, "currentRevision": "hello-1"}
+        }))
+        .expect("a StatefulSet")
+    }
+
+    #[test]
+    fn a_cached_statefulset_keeps_what_passes_read_and_its_version() {
+        let full = statefulset(3);
+        let mut kept = full.clone();
+        kept.keep();
+        let spec = kept.spec.as_ref().expect("spec");
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(
+            spec.volume_claim_templates,
+            full.spec.as_ref().expect("spec").volume_claim_templates,
+            "claim templates are carried into what is applied"
+        );
+        assert_eq!(spec.template, Default::default(), "no pod template");
+        assert_eq!(spec.selector, Default::default(), "no selector");
+        let status = kept.status.as_ref().expect("status");
+        assert_eq!((status.replicas, status.ready_replicas), (2, Some(1)));
+        assert_eq!(status.current_revision, None);
+        assert_eq!(kept.metadata.resource_version, None);
+        assert_eq!(
+            version_print(&kept.metadata),
+            version_print(&full.metadata),
+            "the cached copy is at the version the API server's is"
+        );
+    }
+
+    #[test]
+    fn the_version_print_moves_with_the_generation_uid_labels_annotations_and_owners() {
+        let base = statefulset(3).metadata;
+        let print = version_print(&base);
+        let mut changes: Vec<(&str, ObjectMeta)> = Vec::new();
+        let mut edited = base.clone();
+        edited.generation = Some(4);
+        changes.push(("a spec edit (generation)", edited));
+        let mut recreated = base.clone();
+        recreated.uid = Some("u2".into());
+        changes.push(("a re-creation (uid)", recreated));
+        let mut relabelled = base.clone();
+        relabelled.labels = None;
+        changes.push(("labels", relabelled));
+        let mut annotated = base.clone();
+        annotated.annotations = Some([("a".to_string(), "b".to_string())].into());
+        changes.push(("annotations", annotated));
+        let mut adopted = base.clone();
+        adopted.owner_references = Some(vec![Default::default()]);
+        changes.push(("owners", adopted));
+        for (what, meta) in changes {
+            assert_ne!(version_print(&meta), print, "{what} must change the print");
+        }
+        let mut rewritten = base.clone();
+        rewritten.resource_version = Some("8".into());
+        assert_eq!(
+            version_print(&rewritten),
+            print,
+            "a status write (resourceVersion only) is no change of ours"
+        );
     }
 
     #[tokio::test]

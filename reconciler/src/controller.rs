@@ -17,6 +17,7 @@ use hellostateful_api::{
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -89,8 +90,8 @@ pub struct Context {
     /// own status write, or as read): a cached app at another version may predate a status
     /// write of ours, and is read again before status is built on it.
     known_versions: Mutex<HashMap<String, String>>,
-    /// Per StatefulSet and CronJob ("Kind/namespace/name"): the fingerprints of what was
-    /// last desired and of the object as it then was, when it held all that was desired.
+    /// Per StatefulSet and CronJob ("Kind/namespace/name"): the prints of what was last
+    /// desired and of the object's version then, when it held all that was desired.
     in_line: Mutex<HashMap<String, (String, String)>>,
 }
 
@@ -642,11 +643,15 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Applies a StatefulSet or CronJob, whose cached copy holds a fingerprint in place of
-    /// its spec (see `cache::Cached`). It is in line when this replica last found it (or
-    /// made it) with that same fingerprint, desiring the same; otherwise (after a restart, a
-    /// hand edit, a new spec) a fresh read of the whole object decides.
-    async fn apply_fingerprinted<K>(&self, desired: &K, cached: Option<&K>) -> Result<(), Error>
+    /// Applies a StatefulSet or CronJob, whose cached copy keeps no whole spec (see
+    /// `cache::Cached`). It is in line when this replica last found it (or made it) at the
+    /// same version (`cache::version_print`), desiring the same; otherwise (after a restart,
+    /// a hand edit, a new spec) a fresh read of the whole object decides.
+    async fn apply_unless_in_line<K>(
+        &self,
+        desired: &K,
+        cached: Option<&ObjectMeta>,
+    ) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Serialize
@@ -656,33 +661,36 @@ impl Pass<'_> {
     {
         let name = desired.meta().name.clone().unwrap_or_default();
         let key = format!("{}/{}/{name}", K::kind(&()), self.app.namespace);
-        let wanted = cache::fingerprint(desired);
+        let wanted = cache::applied_print(desired);
         let remember = |object: &K| {
             if let Ok(mut in_line) = self.ctx.in_line.lock() {
-                in_line.insert(key.clone(), (wanted.clone(), cache::fingerprint(object)));
+                in_line.insert(
+                    key.clone(),
+                    (wanted.clone(), cache::version_print(object.meta())),
+                );
             }
         };
         let api = self.api::<K>();
         if let Some(cached) = cached {
-            let seen = cached.annotations().get(cache::FINGERPRINT);
+            let seen = cache::version_print(cached);
             let known = self
                 .ctx
                 .in_line
                 .lock()
                 .ok()
                 .and_then(|in_line| in_line.get(&key).cloned());
-            if let (Some(seen), Some((desired_then, seen_then))) = (seen, &known)
+            if let Some((desired_then, seen_then)) = &known
                 && *desired_then == wanted
-                && seen == seen_then
+                && seen == *seen_then
             {
                 return Ok(());
             }
             debug!(
                 child = %key,
-                cached = ?seen,
+                cached = %seen,
                 known = ?known,
                 desired = %wanted,
-                "reading the whole object: its fingerprint is not known to be in line"
+                "reading the whole object: its version is not known to be in line"
             );
             if let Some(full) = api.get_opt(&name).await?
                 && holds(&full, desired)?
@@ -1045,7 +1053,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
     let desired = children::statefulset(app, replicas, statefulset.as_deref(), record.as_deref())?;
-    pass.apply_fingerprinted(&desired, statefulset.as_deref())
+    pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| &s.metadata))
         .await?;
     let recorded = statefulset
         .as_ref()
@@ -1978,7 +1986,7 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
             if restoring && let Some(spec) = desired.spec.as_mut() {
                 spec.suspend = Some(true);
             }
-            pass.apply_fingerprinted(&desired, existing.as_deref())
+            pass.apply_unless_in_line(&desired, existing.as_ref().map(|c| &c.metadata))
                 .await?;
         }
         None => {

@@ -416,7 +416,7 @@ async fn an_app_at_rest_is_reconciled_from_the_cache_without_a_single_request() 
         [Ok(Action::requeue(RESYNC)), Ok(Action::requeue(RESYNC)),]
     );
     // The first pass of a reconciler reads the StatefulSet and CronJob once in full (its
-    // cache keeps only their fingerprints); the second sends nothing at all.
+    // cache keeps no whole spec of them); the second sends nothing at all.
     let requests: Vec<_> = seen
         .iter()
         .map(|s| format!("{} {}", s.method, s.path))
@@ -433,8 +433,10 @@ async fn a_statefulset_edited_by_hand_is_read_in_full_and_set_right() {
     let mut edited = value(&children::statefulset(&app_ref, 1, None, None).expect("sts"));
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:edited");
     edited["status"] = json!({"replicas": 1, "readyReplicas": 1});
-    // The cache keeps no pod template: the edit shows only as a fingerprint this replica
-    // has not seen, so the pass reads the StatefulSet in full and applies the spec again.
+    // The cache keeps no pod template: the edit shows only as a version (generation) this
+    // replica has not seen, so the pass reads the StatefulSet in full and applies the spec
+    // again.
+    edited["metadata"]["generation"] = json!(2);
     let (result, seen) = running(&settled, 1)
         .on("GET", STS, edited)
         .reconcile(settled)
