@@ -223,21 +223,10 @@ pub fn claim(app: &AppRef, ordinal: i32) -> Result<PersistentVolumeClaim, Error>
     }))
 }
 
-/// The app's StatefulSet with `replicas` pods (0 while a restore runs).
-///
-/// `existing` is the StatefulSet in the cluster: its volume claim templates are immutable,
-/// so they are kept as they are rather than re-derived from a changed spec.
 /// What of the spec's storage the app's volumes do not have, since a volume's size and
 /// class are fixed when it is made (None when they match).
-pub fn storage_drift(app: &AppRef, existing: &StatefulSet) -> Option<String> {
-    let template = existing
-        .spec
-        .as_ref()?
-        .volume_claim_templates
-        .as_ref()?
-        .first()?
-        .spec
-        .as_ref()?;
+pub fn storage_drift(app: &AppRef, claim_templates: &[PersistentVolumeClaim]) -> Option<String> {
+    let template = claim_templates.first()?.spec.as_ref()?;
     let spec = &app.app.spec;
     let mut drift = Vec::new();
     let made_size = template
@@ -307,19 +296,20 @@ fn quantity_bytes(quantity: &str) -> Option<u128> {
     Some(digits.checked_mul(factor)? / scale)
 }
 
-/// The app's StatefulSet; `initial_restore` is the record of how the restore before its
-/// first start ended (see `names::INITIAL_RESTORE`).
+/// The app's StatefulSet with `replicas` pods (0 while a restore runs); `initial_restore`
+/// is the record of how the restore before its first start ended (see
+/// `names::INITIAL_RESTORE`).
+///
+/// `claim_templates` are those of the StatefulSet in the cluster: immutable, so they are
+/// kept as they are rather than re-derived from a changed spec.
 pub fn statefulset(
     app: &AppRef,
     replicas: i32,
-    existing: Option<&StatefulSet>,
+    claim_templates: Option<&[PersistentVolumeClaim]>,
     initial_restore: Option<&str>,
 ) -> Result<StatefulSet, Error> {
     let spec = &app.app.spec;
-    let templates = match existing
-        .and_then(|sts| sts.spec.as_ref())
-        .and_then(|s| s.volume_claim_templates.as_ref())
-    {
+    let templates = match claim_templates {
         Some(templates) => serde_json::to_value(templates).map_err(Error::Build)?,
         None => json!([{
             "apiVersion": "v1",
@@ -841,6 +831,10 @@ mod tests {
     fn storage_the_volumes_cannot_take_is_named_and_equal_sizes_are_not() {
         let made = app(json!({"storage": {"size": "1Gi"}}));
         let existing = statefulset(&AppRef::new(&made).expect("app"), 1, None, None).expect("sts");
+        let existing = existing
+            .spec
+            .and_then(|s| s.volume_claim_templates)
+            .expect("templates");
         let same = app(json!({"storage": {"size": "1024Mi"}}));
         assert_eq!(
             storage_drift(&AppRef::new(&same).expect("app"), &existing),
@@ -866,9 +860,10 @@ mod tests {
         let old = app(json!({"storage": {"size": "1Gi"}}));
         let old = AppRef::new(&old).expect("app");
         let existing = statefulset(&old, 1, None, None).expect("sts");
+        let templates = existing.spec.and_then(|s| s.volume_claim_templates);
         let new = app(json!({"storage": {"size": "5Gi"}}));
         let new = AppRef::new(&new).expect("app");
-        let sts = statefulset(&new, 1, Some(&existing), None).expect("sts");
+        let sts = statefulset(&new, 1, templates.as_deref(), None).expect("sts");
         let template = &sts.spec.expect("spec").volume_claim_templates.expect("t")[0];
         let size = &template
             .spec

@@ -17,7 +17,6 @@ use hellostateful_api::{
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -32,11 +31,12 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::cache::{self, Cache, Writers};
+use crate::cache::{Cache, Writers};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
 use crate::jobs::{self, JobState};
+use crate::kept::{self, AppOf, Kept, View, VolumeView};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
@@ -92,7 +92,7 @@ pub struct Context {
     known_versions: Mutex<HashMap<String, String>>,
     /// Per StatefulSet and CronJob ("Kind/namespace/name"): the prints of what was last
     /// desired and of the object's version then, when it held all that was desired.
-    in_line: Mutex<HashMap<String, (String, String)>>,
+    in_line: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 impl Context {
@@ -179,13 +179,14 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
         // A bounded number of passes at once keeps memory flat when every app is due at
         // the same moment (start-up, resync) without slowing a steady trickle.
         .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
-        .owns_stream(watches.statefulsets)
+        // Children are mapped to their app by label: what the cache keeps of most kinds
+        // has no owner references, and Jobs made by the CronJob are owned by it.
+        .watches_stream(watches.statefulsets, app_of_kept)
         .owns_stream(watches.services)
-        .owns_stream(watches.claims)
-        .owns_stream(watches.cronjobs)
-        // Jobs made by the CronJob are owned by it, not by the app: map them by label.
-        .watches_stream(watches.jobs, app_of_labelled)
-        .watches_stream(watches.volumes, app_of_labelled)
+        .watches_stream(watches.claims, app_of_kept)
+        .watches_stream(watches.cronjobs, app_of_kept)
+        .watches_stream(watches.jobs, |job| app_ref(AppOf::of(&job.metadata)))
+        .watches_stream(watches.volumes, app_of_kept)
         // Namespaces and nodes only fill their stores (a namespace's uid guards its
         // node-directory backups; nodes are where data may go).
         .watches_stream(watches.namespaces, |_| None)
@@ -205,16 +206,12 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
         .await;
 }
 
-/// The app a child belongs to, from its labels (PVs carry the namespace as a label).
-fn app_of_labelled<K: Resource>(child: K) -> Option<ObjectRef<HelloStateful>> {
-    let labels = child.meta().labels.as_ref()?;
-    let name = labels.get("app.kubernetes.io/instance")?;
-    let namespace = child
-        .meta()
-        .namespace
-        .clone()
-        .or_else(|| labels.get(names::NAMESPACE_LABEL).cloned())?;
-    Some(ObjectRef::new(name).within(&namespace))
+fn app_of_kept<V: View>(child: Kept<V>) -> Option<ObjectRef<HelloStateful>> {
+    app_ref(child.app)
+}
+
+fn app_ref(app: Option<AppOf>) -> Option<ObjectRef<HelloStateful>> {
+    app.map(|app| ObjectRef::new(&app.name).within(&app.namespace))
 }
 
 /// One reconcile pass, with metrics and the finalizer that releases volumes.
@@ -643,15 +640,11 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Applies a StatefulSet or CronJob, whose cached copy keeps no whole spec (see
-    /// `cache::Cached`). It is in line when this replica last found it (or made it) at the
-    /// same version (`cache::version_print`), desiring the same; otherwise (after a restart,
+    /// Applies a StatefulSet or CronJob, whose cached copy keeps no whole spec, only its
+    /// version (`cached`, a `kept::version_print`). It is in line when this replica last
+    /// found it (or made it) at that version, desiring the same; otherwise (after a restart,
     /// a hand edit, a new spec) a fresh read of the whole object decides.
-    async fn apply_unless_in_line<K>(
-        &self,
-        desired: &K,
-        cached: Option<&ObjectMeta>,
-    ) -> Result<(), Error>
+    async fn apply_unless_in_line<K>(&self, desired: &K, cached: Option<u64>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Serialize
@@ -661,27 +654,23 @@ impl Pass<'_> {
     {
         let name = desired.meta().name.clone().unwrap_or_default();
         let key = format!("{}/{}/{name}", K::kind(&()), self.app.namespace);
-        let wanted = cache::applied_print(desired);
+        let wanted = kept::applied_print(desired);
         let remember = |object: &K| {
             if let Ok(mut in_line) = self.ctx.in_line.lock() {
-                in_line.insert(
-                    key.clone(),
-                    (wanted.clone(), cache::version_print(object.meta())),
-                );
+                in_line.insert(key.clone(), (wanted, kept::version_print(object.meta())));
             }
         };
         let api = self.api::<K>();
-        if let Some(cached) = cached {
-            let seen = cache::version_print(cached);
+        if let Some(seen) = cached {
             let known = self
                 .ctx
                 .in_line
                 .lock()
                 .ok()
                 .and_then(|in_line| in_line.get(&key).cloned());
-            if let Some((desired_then, seen_then)) = &known
-                && *desired_then == wanted
-                && seen == *seen_then
+            if let Some((desired_then, seen_then)) = known
+                && desired_then == wanted
+                && seen == seen_then
             {
                 return Ok(());
             }
@@ -931,14 +920,12 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
         for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
             // A claim made by 0.1.0 is bound to a volume of the old name: keep using it.
-            let bound_to = claim
-                .as_ref()
-                .and_then(|c| c.spec.as_ref()?.volume_name.clone());
+            let bound_to = claim.as_ref().and_then(|c| c.view.volume_name.clone());
             let name = bound_to
-                .filter(|bound| volumes.iter().any(|v| &v.name_any() == bound))
+                .filter(|bound| volumes.iter().any(|v| v.name() == bound))
                 .unwrap_or_else(|| names::volume(&app.namespace, &app.name, ordinal));
-            match volumes.iter().find(|v| v.name_any() == name) {
-                Some(old) if old.metadata.deletion_timestamp.is_some() => {
+            match volumes.iter().find(|v| v.name() == name) {
+                Some(old) if old.deleting => {
                     return waiting(
                         pass,
                         "OldVolumeReleasing",
@@ -965,7 +952,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     };
     for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
         match claim {
-            Some(old) if old.metadata.deletion_timestamp.is_some() => {
+            Some(old) if old.deleting => {
                 return waiting(
                     pass,
                     "OldClaimReleasing",
@@ -1016,8 +1003,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let mut gate = RestoreGate::default();
     let mut initial_outcome = statefulset
         .as_ref()
-        .and_then(|sts| sts.annotations().get(names::INITIAL_RESTORE))
-        .and_then(|record| InitialOutcome::parse(record));
+        .and_then(|sts| sts.view.initial_restore.as_deref())
+        .and_then(InitialOutcome::parse);
     // An initial restore that started runs to its end even if restoreFromExisting was
     // turned off meanwhile: the app must not start while the mover writes. A failed one
     // holds nothing: turning the restore off then starts the app on its empty volumes.
@@ -1048,16 +1035,20 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
 
-    if let Some(existing) = &statefulset {
-        report_storage_drift(pass, existing);
+    let claim_templates = statefulset
+        .as_ref()
+        .and_then(|sts| sts.view.claim_templates());
+    if let Some(templates) = &claim_templates {
+        report_storage_drift(pass, templates);
     }
     let record = initial_outcome.as_ref().map(InitialOutcome::record);
-    let desired = children::statefulset(app, replicas, statefulset.as_deref(), record.as_deref())?;
-    pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| &s.metadata))
+    let desired =
+        children::statefulset(app, replicas, claim_templates.as_deref(), record.as_deref())?;
+    pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| s.view.version))
         .await?;
     let recorded = statefulset
         .as_ref()
-        .is_some_and(|sts| sts.annotations().contains_key(names::INITIAL_RESTORE));
+        .is_some_and(|sts| sts.view.initial_restore.is_some());
     if recorded && spec.restore_from.is_some() {
         release_source_claim(pass, &jobs).await?;
     }
@@ -1080,7 +1071,9 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     record_backups(pass, &jobs).await?;
 
     let observed = progress::Observed {
-        statefulset: statefulset.as_deref(),
+        ready: statefulset
+            .as_ref()
+            .map_or(0, |sts| sts.view.ready_replicas),
         jobs: &jobs,
         restoring: gate.in_progress,
         wanted: spec.replicas,
@@ -1171,7 +1164,7 @@ async fn backup_storage(
             apply_to(&volume_api, &desired, None, pass.ctx).await?;
         }
         Some(volume) => {
-            if volume.metadata.deletion_timestamp.is_some() {
+            if volume.deleting {
                 return waiting(
                     pass,
                     "BackupVolumeReleasing",
@@ -1179,8 +1172,7 @@ async fn backup_storage(
                 )
                 .map(Some);
             }
-            let recorded = volume.annotations().get(names::NAMESPACE_UID_ANNOTATION);
-            if recorded != Some(&namespace_uid) {
+            if volume.view.namespace_uid.as_ref() != Some(&namespace_uid) {
                 let message = format!(
                     "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {volume_name}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
                     app.namespace
@@ -1200,13 +1192,12 @@ async fn backup_storage(
                 }
                 return Ok(Some(Action::requeue(RESYNC)));
             }
-            let spec = volume.spec.as_ref();
-            let current = spec.and_then(|s| s.host_path.as_ref()).map(|h| &h.path);
+            let current = volume.view.host_path.as_ref();
             if current != Some(&path) {
                 // The spec moved to another allowed root: the volume's path is immutable, so
                 // it is made anew once its claim is gone. The old snapshots stay on the node.
                 match &claim {
-                    Some(claim) if claim.metadata.deletion_timestamp.is_none() => {
+                    Some(claim) if !claim.deleting => {
                         claim_api
                             .delete(&claim_name, &DeleteParams::default())
                             .await?;
@@ -1228,9 +1219,7 @@ async fn backup_storage(
                 )
                 .map(Some);
             }
-            let released =
-                volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
-            if released {
+            if volume.view.released {
                 // Its claim was deleted (by hand, or with its namespace, which is the same
                 // namespace: the uid matched): let a new claim of the same name bind.
                 let patch = json!({"spec": {"claimRef": {"uid": null, "resourceVersion": null}}});
@@ -1245,7 +1234,7 @@ async fn backup_storage(
         None => {
             pass.apply(&children::backup_claim(app)?, None).await?;
         }
-        Some(claim) if claim.metadata.deletion_timestamp.is_some() => {
+        Some(claim) if claim.deleting => {
             return waiting(
                 pass,
                 "BackupClaimReleasing",
@@ -1308,7 +1297,7 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
 /// made, and the volumes of replicas the spec no longer has (kept with their data, as the
 /// StatefulSet keeps them), are reported (condition StorageApplied and an event), not
 /// silently taken as applied.
-fn report_storage_drift(pass: &mut Pass<'_>, existing: &StatefulSet) {
+fn report_storage_drift(pass: &mut Pass<'_>, claim_templates: &[PersistentVolumeClaim]) {
     let app = pass.app;
     let mut kept: Vec<(i32, String)> = pass
         .ctx
@@ -1327,7 +1316,7 @@ fn report_storage_drift(pass: &mut Pass<'_>, existing: &StatefulSet) {
             claims.join(", ")
         )
     });
-    let (reason, message) = match (children::storage_drift(app, existing), kept) {
+    let (reason, message) = match (children::storage_drift(app, claim_templates), kept) {
         (Some(drift), kept) => (
             "StorageImmutable",
             [Some(drift), kept]
@@ -1387,12 +1376,9 @@ fn waiting(pass: &mut Pass<'_>, reason: &str, message: String) -> Result<Action,
 /// why no node can.
 async fn data_node(
     pass: &Pass<'_>,
-    volumes: &[Arc<PersistentVolume>],
+    volumes: &[Arc<Kept<VolumeView>>],
 ) -> Result<Result<String, String>, Error> {
-    if let Some(node) = volumes
-        .iter()
-        .find_map(|volume| children::volume_node(volume))
-    {
+    if let Some(node) = volumes.iter().find_map(|volume| volume.view.node.clone()) {
         return Ok(Ok(node));
     }
     if let Some(node) = &pass.status.node_name {
@@ -1425,13 +1411,9 @@ fn restore_node(pass: &Pass<'_>) -> Option<String> {
     let cache = &pass.ctx.cache;
     let claim = cache.claim(&pass.app.namespace, &names::backup_claim(owner));
     // Only a Bound claim's volumeName is the volume's: a tenant may write any name there.
-    let bound =
-        claim.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
-    let volume = bound.and_then(|c| c.spec.as_ref()?.volume_name.clone())?;
-    cache
-        .volume(&volume)
-        .as_deref()
-        .and_then(children::volume_node)
+    let bound = claim.filter(|c| c.view.bound);
+    let volume = bound.and_then(|c| c.view.volume_name.clone())?;
+    cache.volume(&volume)?.view.node.clone()
 }
 
 /// How the restore before the app's first start ended, as recorded on its StatefulSet.
@@ -1986,11 +1968,11 @@ async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Erro
             if restoring && let Some(spec) = desired.spec.as_mut() {
                 spec.suspend = Some(true);
             }
-            pass.apply_unless_in_line(&desired, existing.as_ref().map(|c| &c.metadata))
+            pass.apply_unless_in_line(&desired, existing.as_ref().map(|c| c.view.version))
                 .await?;
         }
         None => {
-            if existing.is_some_and(|c| c.metadata.deletion_timestamp.is_none()) {
+            if existing.is_some_and(|c| !c.deleting) {
                 pass.api::<CronJob>()
                     .delete(&name, &DeleteParams::background())
                     .await?;

@@ -11,14 +11,19 @@ use kube::client::Body;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Service};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 
 use super::{Context, LEADERSHIP_RECHECK, RESYNC, WAIT, reconcile};
 use kube::runtime::controller::Action;
 
-use crate::cache::{Cache, Cached};
+use crate::cache::Cache;
 use crate::children::{self, AppRef, Settings};
+use crate::kept::Cached;
 use crate::leader::Leadership;
 use crate::location::BackupLocation;
 use crate::metrics::Metrics;
@@ -178,15 +183,11 @@ impl Api {
 /// The cache a pass reads, as the watches would have filled it: every object the canned
 /// GETs answer with, of the kinds the reconciler caches.
 fn cache_of(routes: &HashMap<String, Value>) -> Cache {
-    fn fill<K>(writer: &mut Writer<K>, objects: &[Value], keep: fn(&mut K))
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned,
-    {
+    fn fill<K: Cached>(writer: &mut Writer<K::Kept>, objects: &[Value]) {
         writer.apply_watcher_event(&watcher::Event::Init);
         for object in objects {
-            let mut object = serde_json::from_value(object.clone()).expect("a cached object");
-            keep(&mut object);
-            writer.apply_watcher_event(&watcher::Event::InitApply(object));
+            let object: K = serde_json::from_value(object.clone()).expect("a cached object");
+            writer.apply_watcher_event(&watcher::Event::InitApply(object.keep()));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
     }
@@ -217,26 +218,20 @@ fn cache_of(routes: &HashMap<String, Value>) -> Cache {
     }
     let objects = |resource: &str| by_resource.get(resource).cloned().unwrap_or_default();
     let (cache, mut writers) = Cache::new();
-    fill(
-        &mut writers.statefulsets,
-        &objects("statefulsets"),
-        Cached::keep,
-    );
-    fill(&mut writers.services, &objects("services"), Cached::keep);
-    fill(
-        &mut writers.claims,
-        &objects("persistentvolumeclaims"),
-        Cached::keep,
-    );
-    fill(&mut writers.cronjobs, &objects("cronjobs"), Cached::keep);
-    fill(&mut writers.jobs, &objects("jobs"), Cached::keep);
-    fill(
-        &mut writers.volumes,
-        &objects("persistentvolumes"),
-        Cached::keep,
-    );
-    fill(&mut writers.namespaces, &objects("namespaces"), |_| {});
-    fill(&mut writers.nodes, &objects("nodes"), Cached::keep);
+    fill::<StatefulSet>(&mut writers.statefulsets, &objects("statefulsets"));
+    fill::<Service>(&mut writers.services, &objects("services"));
+    fill::<PersistentVolumeClaim>(&mut writers.claims, &objects("persistentvolumeclaims"));
+    fill::<PartialObjectMeta<CronJob>>(&mut writers.cronjobs, &objects("cronjobs"));
+    fill::<Job>(&mut writers.jobs, &objects("jobs"));
+    fill::<PersistentVolume>(&mut writers.volumes, &objects("persistentvolumes"));
+    let namespaces = &mut writers.namespaces;
+    namespaces.apply_watcher_event(&watcher::Event::Init);
+    for object in objects("namespaces") {
+        let namespace = serde_json::from_value(object).expect("a namespace");
+        namespaces.apply_watcher_event(&watcher::Event::InitApply(namespace));
+    }
+    namespaces.apply_watcher_event(&watcher::Event::InitDone);
+    fill::<Node>(&mut writers.nodes, &objects("nodes"));
     cache
 }
 

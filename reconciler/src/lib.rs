@@ -9,6 +9,7 @@ pub mod drift;
 pub mod dry_run;
 mod error;
 pub mod jobs;
+pub mod kept;
 pub mod leader;
 pub mod location;
 pub mod metrics;

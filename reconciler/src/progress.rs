@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use hellostateful_api::HelloStatefulStatus;
 use hellostateful_api::names::Component;
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -17,8 +16,8 @@ use crate::jobs;
 
 /// What the pass observed and decided, as far as progress is concerned.
 pub struct Observed<'a> {
-    /// The StatefulSet as cached: its status says how many replicas are ready.
-    pub statefulset: Option<&'a StatefulSet>,
+    /// The StatefulSet's ready replicas, as cached (0 when it does not exist).
+    pub ready: i32,
     /// The app's mover Jobs.
     pub jobs: &'a [Arc<Job>],
     /// A restore is under way: the app is stopped for it.
@@ -36,11 +35,7 @@ pub fn report(
     generation: Option<i64>,
     seen: &Observed,
 ) -> Action {
-    let ready = seen
-        .statefulset
-        .and_then(|s| s.status.as_ref())
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0);
+    let ready = seen.ready;
     status.ready_replicas = ready;
     let backing_up = jobs::running(seen.jobs, Component::Backup).map(|job| job.name_any());
     let pending_request = status
@@ -108,11 +103,6 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use serde_json::json;
 
-    fn statefulset(ready: i32) -> StatefulSet {
-        serde_json::from_value(json!({"metadata": {"name": "hello"}, "status": {"replicas": ready, "readyReplicas": ready}}))
-            .expect("statefulset")
-    }
-
     fn running_job(component: Component) -> Arc<Job> {
         Arc::new(
             serde_json::from_value(json!({
@@ -131,9 +121,9 @@ mod tests {
             .unwrap_or_else(|| panic!("no {kind} condition"))
     }
 
-    fn observed<'a>(sts: Option<&'a StatefulSet>, jobs: &'a [Arc<Job>]) -> Observed<'a> {
+    fn observed(ready: i32, jobs: &[Arc<Job>]) -> Observed<'_> {
         Observed {
-            statefulset: sts,
+            ready,
             jobs,
             restoring: false,
             wanted: 2,
@@ -144,8 +134,7 @@ mod tests {
     #[test]
     fn an_app_with_every_replica_ready_is_ready_and_looked_at_again_at_the_resync() {
         let mut status = HelloStatefulStatus::default();
-        let sts = statefulset(2);
-        let action = report(&mut status, Some(3), &observed(Some(&sts), &[]));
+        let action = report(&mut status, Some(3), &observed(2, &[]));
         assert_eq!(action, Action::requeue(RESYNC));
         assert_eq!(status.ready_replicas, 2);
         let ready = condition(&status, conditions::READY);
@@ -161,8 +150,7 @@ mod tests {
     #[test]
     fn replicas_not_yet_ready_are_waited_for() {
         let mut status = HelloStatefulStatus::default();
-        let sts = statefulset(1);
-        let action = report(&mut status, None, &observed(Some(&sts), &[]));
+        let action = report(&mut status, None, &observed(1, &[]));
         assert_eq!(action, Action::requeue(WAIT));
         let ready = condition(&status, conditions::READY);
         assert_eq!(
@@ -174,10 +162,9 @@ mod tests {
     #[test]
     fn an_app_held_stopped_is_not_ready_and_not_polled() {
         let mut status = HelloStatefulStatus::default();
-        let sts = statefulset(0);
         let held = Observed {
             asked: 0,
-            ..observed(Some(&sts), &[])
+            ..observed(0, &[])
         };
         assert_eq!(report(&mut status, None, &held), Action::requeue(RESYNC));
         assert_eq!(
@@ -189,9 +176,8 @@ mod tests {
     #[test]
     fn a_running_backup_is_reported_and_watched() {
         let mut status = HelloStatefulStatus::default();
-        let sts = statefulset(2);
         let jobs = [running_job(Component::Backup)];
-        let action = report(&mut status, None, &observed(Some(&sts), &jobs));
+        let action = report(&mut status, None, &observed(2, &jobs));
         assert_eq!(action, Action::requeue(WAIT));
         let backing_up = condition(&status, conditions::BACKING_UP);
         assert_eq!(backing_up.status, "True");
@@ -203,7 +189,7 @@ mod tests {
         // A running restore Job is not a backup.
         let mut status = HelloStatefulStatus::default();
         let jobs = [running_job(Component::Restore)];
-        report(&mut status, None, &observed(Some(&sts), &jobs));
+        report(&mut status, None, &observed(2, &jobs));
         assert_eq!(condition(&status, conditions::BACKING_UP).status, "False");
     }
 
@@ -219,7 +205,7 @@ mod tests {
         let restoring = Observed {
             restoring: true,
             asked: 0,
-            ..observed(None, &[])
+            ..observed(0, &[])
         };
         assert_eq!(report(&mut status, None, &restoring), Action::requeue(WAIT));
         assert_eq!(condition(&status, conditions::READY).reason, "Restoring");
@@ -228,8 +214,7 @@ mod tests {
             "JobRunning"
         );
         // Once it is over, the outcome it left stays the reason.
-        let sts = statefulset(2);
-        report(&mut status, None, &observed(Some(&sts), &[]));
+        report(&mut status, None, &observed(2, &[]));
         assert_eq!(
             condition(&status, conditions::RESTORING).reason,
             "JobRunning"
@@ -249,9 +234,8 @@ mod tests {
             }),
             ..Default::default()
         };
-        let sts = statefulset(2);
         assert_eq!(
-            report(&mut status, None, &observed(Some(&sts), &[])),
+            report(&mut status, None, &observed(2, &[])),
             Action::requeue(WAIT)
         );
     }
