@@ -240,7 +240,7 @@ pub(crate) fn store_reason(error: &object_store::Error) -> String {
             None => format!("the store answered {status}"),
         };
     }
-    if let Some(cause) = rest("invalid peer certificate: ") {
+    if let Some(cause) = rest(UNTRUSTED_CERTIFICATE) {
         return format!(
             "the store's certificate is not trusted ({cause}): if a private CA signed it, name that CA in spec.backup.target.objectStore.endpointCA"
         );
@@ -254,6 +254,9 @@ pub(crate) fn store_reason(error: &object_store::Error) -> String {
     }
 }
 
+/// How rustls says that no trusted CA signed the store's certificate.
+const UNTRUSTED_CERTIFICATE: &str = "invalid peer certificate: ";
+
 /// Whether the object store refused the keys (401, 403), or its certificate is not trusted:
 /// trying again meets the same refusal. A listing's refusal comes as a generic error that
 /// only its text tells apart.
@@ -265,7 +268,7 @@ fn refused(error: &object_store::Error) -> bool {
             let text = crate::chain(other);
             text.contains(" 403 Forbidden")
                 || text.contains(" 401 Unauthorized")
-                || text.contains("invalid peer certificate: ")
+                || text.contains(UNTRUSTED_CERTIFICATE)
         }
     }
 }

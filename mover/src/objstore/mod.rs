@@ -290,12 +290,12 @@ impl Store {
         Ok(ids)
     }
 
-    /// The contents stored as objects of their own, by BLAKE3 (hex), with their sizes.
-    pub(crate) fn stored_contents(&self) -> Result<std::collections::HashMap<String, u64>> {
+    /// The contents stored as objects of their own, by BLAKE3 (hex).
+    pub(crate) fn stored_contents(&self) -> Result<Vec<String>> {
         Ok(self
             .list_keys("data")?
             .into_iter()
-            .filter_map(|m| Some((m.location.filename()?.to_owned(), m.size)))
+            .filter_map(|m| Some(m.location.filename()?.to_owned()))
             .collect())
     }
 

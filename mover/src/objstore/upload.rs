@@ -122,7 +122,7 @@ fn stored_contents(
             .collect(),
         None => store
             .stored_contents()?
-            .into_keys()
+            .into_iter()
             .map(|b3| (b3, None))
             .collect(),
     };
