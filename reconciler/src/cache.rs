@@ -145,10 +145,8 @@ impl Cache {
 
     /// The mover Jobs of app `name` in `namespace` (on demand, initial and scheduled).
     pub fn jobs(&self, namespace: &str, name: &str) -> Vec<Arc<Job>> {
-        self.jobs.state_filter(|job| {
-            AppOf::of(&job.metadata)
-                .is_some_and(|app| app.namespace == namespace && app.name == name)
-        })
+        self.jobs
+            .state_filter(|job| AppOf::is(&job.metadata, namespace, name))
     }
 
     /// The names of the data claims of app `name` in `namespace`, of every ordinal that

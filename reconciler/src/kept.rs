@@ -113,15 +113,25 @@ pub struct AppOf {
 
 impl AppOf {
     pub fn of(meta: &ObjectMeta) -> Option<Self> {
+        let (namespace, name) = Self::labelled(meta)?;
+        Some(Self {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        })
+    }
+
+    /// Whether `meta` belongs to app `name` in `namespace`, read in place.
+    pub fn is(meta: &ObjectMeta, namespace: &str, name: &str) -> bool {
+        Self::labelled(meta).is_some_and(|(ns, app)| ns == namespace && app == name)
+    }
+
+    fn labelled(meta: &ObjectMeta) -> Option<(&String, &String)> {
         let labels = meta.labels.as_ref()?;
         let namespace = meta
             .namespace
             .as_ref()
             .or_else(|| labels.get(names::NAMESPACE_LABEL))?;
-        Some(Self {
-            namespace: namespace.clone(),
-            name: labels.get(INSTANCE)?.clone(),
-        })
+        Some((namespace, labels.get(INSTANCE)?))
     }
 }
 
