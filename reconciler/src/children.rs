@@ -671,7 +671,7 @@ pub fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use hellostateful_api::HelloStatefulSpec;
 

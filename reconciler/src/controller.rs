@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use hellostateful_api::names::{self, Component};
-use hellostateful_api::summary::{self, BackupSummary, RestoreSummary};
-use hellostateful_api::{
-    HelloStateful, HelloStatefulStatus, LastBackup, RequestPhase, RequestStatus, validate,
-};
+use hellostateful_api::{HelloStateful, HelloStatefulStatus, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -31,17 +28,22 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::Error;
+use crate::backups;
 use crate::cache::{Cache, Writers};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
+use crate::initial;
 use crate::jobs::{self, JobState};
-use crate::kept::{self, AppOf, Kept, View, VolumeView};
+use crate::kept::{self, AppOf, Kept, View};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
-use crate::placement;
 use crate::progress;
+use crate::reads::{Decision, Read, Reads};
+use crate::record::{self, Record, Tally};
+use crate::restores;
+use crate::storage;
 use crate::watch;
 
 /// How often an app that needs nothing is looked at again: a safety net should a watch
@@ -66,8 +68,6 @@ const LEADERSHIP_RECHECK: Duration = Duration::from_secs(2);
 const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// The action label of initial restore Jobs (on-demand ones say "requested").
-const INITIAL_RESTORE_ACTION: &str = "created";
 /// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
 /// for it, a refused pod) before the Job is stopped and its request fails with the reason.
 const START_PATIENCE: Duration = Duration::from_secs(60);
@@ -580,19 +580,12 @@ async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVo
 }
 
 /// An event to publish once the pass has written status.
-struct Note {
-    kind: EventType,
-    reason: &'static str,
-    action: &'static str,
-    message: String,
-}
-
 /// The state of one pass: the status being built and the events it will publish.
 struct Pass<'a> {
     ctx: &'a Context,
     app: &'a AppRef<'a>,
-    status: HelloStatefulStatus,
-    notes: Vec<Note>,
+    /// The status, events and tallies decided so far.
+    record: Record,
     /// Where backups go, once the spec's choice has been checked against the settings.
     location: Option<BackupLocation>,
 }
@@ -605,19 +598,11 @@ impl Pass<'_> {
         action: &'static str,
         message: String,
     ) {
-        self.notes.push(Note {
-            kind,
-            reason,
-            action,
-            message,
-        });
+        self.record.note(kind, reason, action, message);
     }
 
     fn conditions(&mut self) -> Conditions<'_> {
-        Conditions::new(
-            &mut self.status.conditions,
-            self.app.app.metadata.generation,
-        )
+        self.record.conditions()
     }
 
     fn api<K>(&self) -> Api<K>
@@ -717,13 +702,6 @@ impl Pass<'_> {
             .await?;
         Ok(jobs::termination_message(&pods.items))
     }
-
-    async fn failure_message(&self, job: &str, reason: String) -> Result<String, Error> {
-        Ok(match self.job_message(job).await? {
-            Some(message) if !message.is_empty() => jobs::failure_summary(&message),
-            _ => reason,
-        })
-    }
 }
 
 /// Applies `desired` by server-side apply unless `observed` already has every field of it;
@@ -762,61 +740,6 @@ fn holds<K: Serialize>(observed: &K, desired: &K) -> Result<bool, Error> {
     Ok(drift::is_subset(&want, &have))
 }
 
-/// The newest token of an on-demand annotation that status has not yet acknowledged as
-/// finished.
-/// The token under `annotation` that still needs acting on. A token that is a time before
-/// the app was created was not made for this app (it came with a copy of an older app's
-/// YAML): it is never acted on, and `Err` holds its acknowledgement as Failed.
-fn pending_token<'a>(
-    app: &'a HelloStateful,
-    annotation: &str,
-    acknowledged: Option<&RequestStatus>,
-) -> Result<Option<&'a str>, RequestStatus> {
-    let Some(token) = app.annotations().get(annotation).map(String::as_str) else {
-        return Ok(None);
-    };
-    let done = acknowledged.is_some_and(|ack| ack.token == token && ack.phase.is_final());
-    if token.is_empty() || done {
-        return Ok(None);
-    }
-    let made = token.parse::<k8s_openapi::jiff::Timestamp>().ok();
-    let created = app.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    match (made, created) {
-        // Creation times have whole seconds: only a token from an earlier second is older.
-        (Some(made), Some(created)) if made.as_second() < created.as_second() => Err(request(
-            token,
-            RequestPhase::Failed,
-            None,
-            format!(
-                "ignored: this request ({token}) is older than the app (created {created}), so it came with a copy of an earlier app's YAML; request it again to act on this app"
-            ),
-        )),
-        _ => Ok(Some(token)),
-    }
-}
-
-fn request(
-    token: &str,
-    phase: RequestPhase,
-    job: Option<&str>,
-    message: impl Into<String>,
-) -> RequestStatus {
-    RequestStatus {
-        token: token.to_string(),
-        phase,
-        job: job.map(str::to_string),
-        backup_id: None,
-        message: Some(message.into()),
-    }
-}
-
-/// What the pass decided about restores.
-#[derive(Default)]
-struct RestoreGate {
-    /// A restore is under way: the app must not run and backups must wait.
-    in_progress: bool,
-}
-
 async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
     let app = current(&app, &ctx).await?;
     let app_ref = AppRef::new(&app)?;
@@ -824,16 +747,32 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     let mut pass = Pass {
         ctx: &ctx,
         app: &app_ref,
-        status: old.clone(),
-        notes: Vec::new(),
+        record: Record::new(old.clone(), app.metadata.generation),
         location: None,
     };
-    pass.status.observed_generation = app.metadata.generation;
+    pass.record.status.observed_generation = app.metadata.generation;
     let action = converge(&mut pass).await;
-    let Pass { status, notes, .. } = pass;
-    // Status first: an event must never claim what status does not yet say.
+    let Record {
+        status,
+        notes,
+        tallies,
+        ..
+    } = pass.record;
+    // Status first: an event must never claim what status does not yet say, and an action
+    // is counted once its end is on record.
     let version = write_status(&ctx, &app, &old, status).await?;
     ctx.remember_version(&app, version);
+    for tally in tallies {
+        match tally {
+            Tally::BackupSucceeded { bytes } => {
+                Metrics::finished(&ctx.metrics.backups, true);
+                ctx.metrics.backup_bytes.inc_by(bytes);
+            }
+            Tally::BackupFailed => Metrics::finished(&ctx.metrics.backups, false),
+            Tally::RestoreSucceeded => Metrics::finished(&ctx.metrics.restores, true),
+            Tally::RestoreFailed => Metrics::finished(&ctx.metrics.restores, false),
+        }
+    }
     for note in notes {
         publish(
             &ctx,
@@ -906,91 +845,23 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     pass.location = Some(location.clone());
 
     // Storage: static volumes pinned to the node that holds the data, then the claims.
-    let cache = &pass.ctx.cache;
-    let observed_claims: Vec<_> = app
-        .ordinals()
-        .map(|ordinal| cache.claim(&app.namespace, &names::claim(&app.name, ordinal)))
-        .collect();
-    let node = if spec.storage_class().is_none() {
-        let volumes = cache.data_volumes(&app.namespace, &app.name);
-        let node = match data_node(pass, &volumes).await? {
-            Ok(node) => node,
-            Err(why) => return no_node(pass, why),
-        };
-        let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
-        for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
-            // A claim made by 0.1.0 is bound to a volume of the old name: keep using it.
-            let bound_to = claim.as_ref().and_then(|c| c.view.volume_name.clone());
-            let name = bound_to
-                .filter(|bound| volumes.iter().any(|v| v.name() == bound))
-                .unwrap_or_else(|| names::volume(&app.namespace, &app.name, ordinal));
-            match volumes.iter().find(|v| v.name() == name) {
-                Some(old) if old.deleting => {
-                    return waiting(
-                        pass,
-                        "OldVolumeReleasing",
-                        format!(
-                            "waiting for PersistentVolume {name} of an earlier app of this name to be released"
-                        ),
-                    );
-                }
-                Some(_) => {}
-                None => {
-                    apply_to(
-                        &volume_api,
-                        &children::volume(app, ordinal, &node)?,
-                        None,
-                        pass.ctx,
-                    )
-                    .await?;
-                }
-            }
-        }
-        Some(node)
-    } else {
-        None
+    let namespace_uid = match &location {
+        BackupLocation::NodeRoot(_) => Some(namespace_uid(pass).await?),
+        _ => None,
     };
-    for (ordinal, claim) in app.ordinals().zip(&observed_claims) {
-        match claim {
-            Some(old) if old.deleting => {
-                return waiting(
-                    pass,
-                    "OldClaimReleasing",
-                    format!(
-                        "waiting for PersistentVolumeClaim {} of an earlier app of this name to be deleted",
-                        names::claim(&app.name, ordinal)
-                    ),
-                );
-            }
-            // Claims are immutable once made: never rewritten.
-            Some(_) => {}
-            None => {
-                pass.apply(&children::claim(app, ordinal)?, None).await?;
-            }
-        }
+    let observed = storage::Observed::from_cache(
+        &pass.ctx.cache,
+        app,
+        &location,
+        pass.record.status.node_name.clone(),
+        namespace_uid,
+    );
+    if let Some(action) = make_storage(pass, storage::plan(app, &location, &observed)?).await? {
+        return Ok(action);
     }
-    match &node {
-        Some(_) => pass.status.node_name = node.clone(),
-        None if !matches!(location, BackupLocation::NodeRoot(_)) => pass.status.node_name = None,
-        // Dynamic volumes with node-directory backups: status keeps the backups' node.
-        None => {}
-    }
-    if let BackupLocation::NodeRoot(root) = &location {
-        // Dynamic volumes with node-directory backups: the backups still need one node.
-        let node = match node {
-            Some(node) => node,
-            None => match data_node(pass, &[]).await? {
-                Ok(node) => node,
-                Err(why) => return no_node(pass, why),
-            },
-        };
-        pass.status.node_name = Some(node.clone());
-        if let Some(action) = backup_storage(pass, root, &node).await? {
-            return Ok(action);
-        }
-    }
-    pass.status.backend_volumes = app.claims();
+    pass.record.status.backend_volumes = app.claims();
 
+    let cache = &pass.ctx.cache;
     let name = names::statefulset(&app.name);
     let service = cache.service(&app.namespace, &name);
     let statefulset = cache.statefulset(&app.namespace, &name);
@@ -1000,40 +871,20 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     stop_stuck_jobs(pass, &jobs).await?;
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
-    let mut gate = RestoreGate::default();
     let mut initial_outcome = statefulset
         .as_ref()
         .and_then(|sts| sts.view.initial_restore.as_deref())
-        .and_then(InitialOutcome::parse);
-    // An initial restore that started runs to its end even if restoreFromExisting was
-    // turned off meanwhile: the app must not start while the mover writes. A failed one
-    // holds nothing: turning the restore off then starts the app on its empty volumes.
-    let initial_started = jobs.iter().any(|job| {
-        is_initial_attempt(job, &app.uid) && !matches!(jobs::state(job), JobState::Failed(_))
-    });
-    let wants_restore = spec.restore_from_existing || spec.restore_from.is_some();
-    if !initialized && (wants_restore || initial_started) {
-        match initial_restore(pass, &jobs).await? {
-            InitialRestore::Wait(action) => return Ok(action),
-            InitialRestore::Done(outcome) => initial_outcome = Some(outcome),
+        .and_then(initial::Outcome::parse);
+    if !initialized && initial::wanted(app, &jobs) {
+        match restore_first(pass, &jobs).await? {
+            initial::Step::Wait(action) => return Ok(action),
+            initial::Step::Done(outcome) => initial_outcome = Some(outcome),
         }
     }
-    if !initialized
-        && initial_outcome.is_none()
-        && matches!(
-            pass.conditions().reason(conditions::RESTORING),
-            Some("RestoreFailed" | "RestoreSourceMissing")
-        )
-    {
-        // The restore that could not run was turned off: say why the app starts empty.
-        pass.conditions().set(
-            conditions::RESTORING,
-            false,
-            "NotRestored",
-            "no restore is asked for any more (spec.restoreFrom and restoreFromExisting): the app starts with empty volumes",
-        );
+    if !initialized && initial_outcome.is_none() {
+        initial::turned_off(&mut pass.record);
     }
-    let replicas = on_demand_restore(pass, &jobs, initialized, &mut gate).await?;
+    let (replicas, restoring) = restore_on_demand(pass, &jobs, initialized).await?;
 
     let claim_templates = statefulset
         .as_ref()
@@ -1041,7 +892,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     if let Some(templates) = &claim_templates {
         report_storage_drift(pass, templates);
     }
-    let record = initial_outcome.as_ref().map(InitialOutcome::record);
+    let record = initial_outcome.as_ref().map(initial::Outcome::record);
     let desired =
         children::statefulset(app, replicas, claim_templates.as_deref(), record.as_deref())?;
     pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| s.view.version))
@@ -1053,9 +904,9 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         release_source_claim(pass, &jobs).await?;
     }
     if let Some(outcome) = &initial_outcome
-        && !gate.in_progress
+        && !restoring
     {
-        finish_initial_restore(pass, outcome);
+        initial::finish(app, outcome, &mut pass.record);
     }
     if !initialized {
         pass.conditions().set(
@@ -1066,21 +917,19 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         );
     }
 
-    apply_schedule(pass, gate.in_progress).await?;
-    on_demand_backup(pass, &jobs, gate.in_progress).await?;
-    record_backups(pass, &jobs).await?;
+    back_up(pass, &jobs, restoring).await?;
 
     let observed = progress::Observed {
         ready: statefulset
             .as_ref()
             .map_or(0, |sts| sts.view.ready_replicas),
         jobs: &jobs,
-        restoring: gate.in_progress,
+        restoring,
         wanted: spec.replicas,
         asked: replicas,
     };
     Ok(progress::report(
-        &mut pass.status,
+        &mut pass.record.status,
         app.app.metadata.generation,
         &observed,
     ))
@@ -1096,15 +945,16 @@ async fn mover_jobs(pass: &mut Pass<'_>, has_statefulset: bool) -> Result<Vec<Ar
     let first_restore =
         !has_statefulset && (spec.restore_from_existing || spec.restore_from.is_some());
     let restore_requested = pass
+        .record
         .status
         .restore_request
         .as_ref()
         .is_some_and(|request| !request.phase.is_final());
     let new_request = matches!(
-        pending_token(
+        record::pending_token(
             app.app,
             names::RESTORE_REQUESTED,
-            pass.status.restore_request.as_ref()
+            pass.record.status.restore_request.as_ref()
         ),
         Ok(Some(_))
     );
@@ -1133,118 +983,66 @@ fn no_node(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
     Ok(Action::requeue(WAIT * 5))
 }
 
-/// The app's backup directory under a node root: a static volume pre-bound to a claim in
-/// the app's namespace. Returns an action when the app must wait or is refused.
-async fn backup_storage(
-    pass: &mut Pass<'_>,
-    root: &str,
-    node: &str,
-) -> Result<Option<Action>, Error> {
-    let app = pass.app;
-    let client = pass.ctx.client.clone();
-    let volume_api = Api::<PersistentVolume>::all(client.clone());
+/// The uid of the app's namespace, recorded on its node-directory backup volume.
+async fn namespace_uid(pass: &Pass<'_>) -> Result<String, Error> {
+    let namespace = &pass.app.namespace;
+    if let Some(uid) = pass.ctx.cache.namespace_uid(namespace) {
+        return Ok(uid);
+    }
+    // A namespace made a moment ago may not be cached yet.
+    let fresh = Api::<Namespace>::all(pass.ctx.client.clone())
+        .get(namespace)
+        .await?;
+    Ok(fresh.uid().unwrap_or_default())
+}
+
+/// Performs a storage plan's writes, in order, and reports its verdict. Returns an action
+/// when the app must wait or is refused.
+async fn make_storage(pass: &mut Pass<'_>, plan: storage::Plan) -> Result<Option<Action>, Error> {
+    let volume_api = Api::<PersistentVolume>::all(pass.ctx.client.clone());
     let claim_api = pass.api::<PersistentVolumeClaim>();
-    let volume_name = names::backup_volume(&app.namespace, &app.name);
-    let claim_name = names::backup_claim(&app.name);
-    let path = names::backup_host_path(root, &app.namespace, &app.name);
-    let namespace_uid = match pass.ctx.cache.namespace_uid(&app.namespace) {
-        Some(uid) => uid,
-        // A namespace made a moment ago may not be cached yet.
-        None => Api::<Namespace>::all(client)
-            .get(&app.namespace)
-            .await?
-            .uid()
-            .unwrap_or_default(),
-    };
-    let volume = pass.ctx.cache.volume(&volume_name);
-    let claim = pass.ctx.cache.claim(&app.namespace, &claim_name);
-    match volume {
-        None => {
-            let desired = children::backup_volume(app, root, node, &namespace_uid)?;
-            apply_to(&volume_api, &desired, None, pass.ctx).await?;
-        }
-        Some(volume) => {
-            if volume.deleting {
-                return waiting(
-                    pass,
-                    "BackupVolumeReleasing",
-                    format!("waiting for the old PersistentVolume {volume_name} to be deleted"),
-                )
-                .map(Some);
+    for write in &plan.writes {
+        match write {
+            storage::Write::Volume(volume) => {
+                apply_to(&volume_api, volume.as_ref(), None, pass.ctx).await?;
             }
-            if volume.view.namespace_uid.as_ref() != Some(&namespace_uid) {
-                let message = format!(
-                    "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {volume_name}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
-                    app.namespace
-                );
-                if pass.conditions().set(
-                    conditions::READY,
-                    false,
-                    "BackupsOfAnotherNamespace",
-                    &message,
-                ) {
-                    pass.note(
-                        EventType::Warning,
-                        "BackupsOfAnotherNamespace",
-                        "Validate",
-                        message,
-                    );
-                }
-                return Ok(Some(Action::requeue(RESYNC)));
+            storage::Write::Claim(claim) => pass.apply(claim.as_ref(), None).await?,
+            storage::Write::DeleteClaim(name) => {
+                claim_api.delete(name, &DeleteParams::default()).await?;
+                pass.ctx.metrics.writes.inc();
             }
-            let current = volume.view.host_path.as_ref();
-            if current != Some(&path) {
-                // The spec moved to another allowed root: the volume's path is immutable, so
-                // it is made anew once its claim is gone. The old snapshots stay on the node.
-                match &claim {
-                    Some(claim) if !claim.deleting => {
-                        claim_api
-                            .delete(&claim_name, &DeleteParams::default())
-                            .await?;
-                    }
-                    Some(_) => {}
-                    None => {
-                        volume_api
-                            .delete(&volume_name, &DeleteParams::default())
-                            .await?;
-                    }
-                }
-                return waiting(
-                    pass,
-                    "BackupRootChanging",
-                    format!(
-                        "moving backups to {path}: earlier snapshots stay in {}",
-                        current.map(String::as_str).unwrap_or("?")
-                    ),
-                )
-                .map(Some);
+            storage::Write::DeleteVolume(name) => {
+                volume_api.delete(name, &DeleteParams::default()).await?;
+                pass.ctx.metrics.writes.inc();
             }
-            if volume.view.released {
-                // Its claim was deleted (by hand, or with its namespace, which is the same
-                // namespace: the uid matched): let a new claim of the same name bind.
+            storage::Write::Reopen(name) => {
                 let patch = json!({"spec": {"claimRef": {"uid": null, "resourceVersion": null}}});
                 volume_api
-                    .patch(&volume_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
                 pass.ctx.metrics.writes.inc();
             }
         }
     }
-    match claim {
-        None => {
-            pass.apply(&children::backup_claim(app)?, None).await?;
-        }
-        Some(claim) if claim.deleting => {
-            return waiting(
-                pass,
-                "BackupClaimReleasing",
-                format!("waiting for the old PersistentVolumeClaim {claim_name} to be deleted"),
-            )
-            .map(Some);
-        }
-        Some(_) => {}
+    match plan.node_name {
+        storage::NodeName::Keep => {}
+        storage::NodeName::Set(node) => pass.record.status.node_name = Some(node),
+        storage::NodeName::Clear => pass.record.status.node_name = None,
     }
-    Ok(None)
+    match plan.verdict {
+        storage::Verdict::Ready => Ok(None),
+        storage::Verdict::Wait { reason, message } => waiting(pass, reason, message).map(Some),
+        storage::Verdict::NoNode(message) => no_node(pass, message).map(Some),
+        storage::Verdict::Refused { reason, message } => {
+            if pass
+                .conditions()
+                .set(conditions::READY, false, reason, &message)
+            {
+                pass.note(EventType::Warning, reason, "Validate", message);
+            }
+            Ok(Some(Action::requeue(RESYNC)))
+        }
+    }
 }
 
 /// Stops every mover Job whose pod cannot start, so that nothing waits on it forever (a
@@ -1371,265 +1169,26 @@ fn waiting(pass: &mut Pass<'_>, reason: &str, message: String) -> Result<Action,
     Ok(Action::requeue(WAIT))
 }
 
-/// The node of the app's static volumes: where existing volumes are pinned, else where the
-/// status says, else one the app's pods can run on (see `placement`). The inner `Err` says
-/// why no node can.
-async fn data_node(
-    pass: &Pass<'_>,
-    volumes: &[Arc<Kept<VolumeView>>],
-) -> Result<Result<String, String>, Error> {
-    if let Some(node) = volumes.iter().find_map(|volume| volume.view.node.clone()) {
-        return Ok(Ok(node));
-    }
-    if let Some(node) = &pass.status.node_name {
-        return Ok(Ok(node.clone()));
-    }
-    if let Some(node) = restore_node(pass) {
-        return Ok(Ok(node));
-    }
-    let spec = &pass.app.app.spec;
-    Ok(placement::choose(
-        &pass.ctx.cache.nodes(),
-        &spec.node_selector.clone().unwrap_or_default(),
-        spec.tolerations.as_deref().unwrap_or_default(),
-    ))
-}
-
-/// The node that holds the backups a new app restores (its own, or `spec.restoreFrom`'s),
-/// when they are in a node directory: the data must be made there for the restore Job to
-/// mount both. Found through the backup claim, which binds only that app's directory.
-fn restore_node(pass: &Pass<'_>) -> Option<String> {
-    let spec = &pass.app.app.spec;
-    let owner = match &spec.restore_from {
-        Some(from) => &from.name,
-        None if spec.restore_from_existing => &pass.app.name,
-        None => return None,
-    };
-    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
-        return None;
-    }
-    let cache = &pass.ctx.cache;
-    let claim = cache.claim(&pass.app.namespace, &names::backup_claim(owner));
-    // Only a Bound claim's volumeName is the volume's: a tenant may write any name there.
-    let bound = claim.filter(|c| c.view.bound);
-    let volume = bound.and_then(|c| c.view.volume_name.clone())?;
-    cache.volume(&volume)?.view.node.clone()
-}
-
-/// How the restore before the app's first start ended, as recorded on its StatefulSet.
-#[derive(Debug, Clone, PartialEq)]
-enum InitialOutcome {
-    /// Backup `id`, of another app when `of` is set (`spec.restoreFrom`).
-    Restored {
-        id: String,
-        of: Option<String>,
-    },
-    NoBackup,
-}
-
-impl InitialOutcome {
-    fn record(&self) -> String {
-        match self {
-            InitialOutcome::Restored { id, of: None } => format!("restored {id}"),
-            InitialOutcome::Restored { id, of: Some(app) } => format!("restored {id} of {app}"),
-            InitialOutcome::NoBackup => "no-backup".to_string(),
-        }
-    }
-
-    /// What status says of it (the Restoring condition, a retry's acknowledgement).
-    fn message(&self) -> String {
-        match self {
-            InitialOutcome::Restored { id, of: None } => {
-                format!("restored backup {id} before the app started")
-            }
-            InitialOutcome::Restored { id, of: Some(app) } => {
-                format!("restored backup {id} of app {app} before the app started")
-            }
-            InitialOutcome::NoBackup => {
-                "no backup of this app exists: it starts with empty volumes".to_string()
-            }
-        }
-    }
-
-    fn parse(record: &str) -> Option<Self> {
-        match record {
-            "no-backup" => Some(InitialOutcome::NoBackup),
-            _ => record.strip_prefix("restored ").map(|rest| {
-                let (id, of) = match rest.split_once(" of ") {
-                    Some((id, app)) => (id, Some(app.to_string())),
-                    None => (rest, None),
-                };
-                InitialOutcome::Restored {
-                    id: id.to_string(),
-                    of,
-                }
-            }),
-        }
-    }
-}
-
-/// What the restore before the app's first start needs from the pass.
-enum InitialRestore {
-    /// The app must not start yet.
-    Wait(Action),
-    /// The restore ended: the app starts, and the outcome is recorded.
-    Done(InitialOutcome),
-}
-
-/// Whether `job` is an attempt of this app's initial restore.
-fn is_initial_attempt(job: &Job, uid: &str) -> bool {
-    let labels = job.labels();
-    jobs::component(job) == Some(Component::Restore)
-        && labels.get(names::ACTION_LABEL).map(String::as_str) == Some(INITIAL_RESTORE_ACTION)
-        && job.owner_references().iter().any(|owner| owner.uid == uid)
-}
-
-/// `restoreFromExisting` on creation: the restore Job runs to completion before the
-/// StatefulSet exists. After a failed attempt, a new restore-requested token (`kubectl
-/// hellostateful restore NAME`) starts another attempt in a Job of its own.
-async fn initial_restore(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<InitialRestore, Error> {
+/// The restore before the app's first start (see `initial`): decided, with the reads it
+/// asks for, then its Job started.
+async fn restore_first(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<initial::Step, Error> {
     let app = pass.app;
-    // `spec.restoreFrom`: another app's backup, which must exist (the user asked for it).
-    let requested = app.app.spec.restore_from.as_ref();
-    let source = requested
-        .map(|from| from.name.clone())
-        .filter(|name| *name != app.name);
-    let first = names::initial_restore_job(&app.name, &app.uid, None);
-    let old = pass.status.restore_request.clone();
-    let retry = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
-        Ok(token) => token,
-        Err(ignored) => {
-            pass.status.restore_request = Some(ignored);
-            None
-        }
-    };
-    let find = |name: &str| jobs.iter().find(|job| job.name_any() == name);
-    let already_failed = pass.conditions().reason(conditions::RESTORING) == Some("RestoreFailed");
-    let first_failed = match find(&first) {
-        Some(job) => matches!(jobs::state(job), JobState::Failed(_)),
-        // Removed by its TTL after it failed: status still says so.
-        None => already_failed,
-    };
-    let (job_name, retrying) = match retry {
-        Some(token) => {
-            let name = names::initial_restore_job(&app.name, &app.uid, Some(token));
-            if find(&name).is_some() || first_failed {
-                (name, Some(token))
-            } else {
-                (first, None)
-            }
-        }
-        None => (first, None),
-    };
-    let acknowledge = |pass: &mut Pass<'_>, phase, message: &str| {
-        if let Some(token) = retrying {
-            pass.status.restore_request = Some(request(token, phase, Some(&job_name), message));
-        }
-    };
-    let state = find(&job_name).map(|job| jobs::state(job));
-    match state {
-        // A failure is reported once; only a new token starts another attempt.
-        None | Some(JobState::Failed(_))
-            if retrying.is_none() && first_failed && already_failed =>
-        {
-            if requested.is_some() {
-                // Reported by an earlier pass: the source's claim is released.
-                release_source_claim(pass, jobs).await?;
-            }
-            Ok(InitialRestore::Wait(Action::await_change()))
-        }
-        None => {
-            if let Some(source) = &source
-                && let Some(missing) = missing_source_backups(pass, source).await?
-            {
-                acknowledge(pass, RequestPhase::Failed, &missing);
-                if pass.conditions().set(
-                    conditions::RESTORING,
-                    false,
-                    "RestoreSourceMissing",
-                    &missing,
-                ) {
-                    pass.note(
-                        EventType::Warning,
-                        "RestoreSourceMissing",
-                        "Restore",
-                        missing.clone(),
-                    );
-                }
-                pass.conditions()
-                    .set(conditions::READY, false, "RestoreSourceMissing", &missing);
-                // The claim may yet be made or bound: look again now and then.
-                return Ok(InitialRestore::Wait(Action::requeue(RESYNC)));
-            }
-            let task = MoverTask::initial_restore(app);
-            pass.start_job(&job_name, &task, INITIAL_RESTORE_ACTION)
-                .await?;
-            let message = initial_restore_running(pass, &job_name);
-            acknowledge(pass, RequestPhase::Running, &message);
-            let what = requested.map_or("the newest backup".to_string(), |from| from.describe());
-            pass.note(
-                EventType::Normal,
-                "RestoreStarted",
-                "Restore",
-                format!("restoring {what} with Job {job_name} before the app starts"),
-            );
-            Ok(InitialRestore::Wait(Action::requeue(WAIT)))
-        }
-        Some(JobState::Running) => {
-            let message = initial_restore_running(pass, &job_name);
-            acknowledge(pass, RequestPhase::Running, &message);
-            Ok(InitialRestore::Wait(Action::requeue(WAIT)))
-        }
-        Some(JobState::Succeeded) => {
-            let outcome = pass
-                .job_message(&job_name)
-                .await?
-                .and_then(|m| summary::parse_last_line::<RestoreSummary>(&m));
-            let outcome = match outcome {
-                Some(RestoreSummary {
-                    restored: true, id, ..
-                }) => InitialOutcome::Restored {
-                    id: id.unwrap_or_default(),
-                    of: source,
-                },
-                _ => InitialOutcome::NoBackup,
-            };
-            acknowledge(pass, RequestPhase::Succeeded, &outcome.message());
-            Ok(InitialRestore::Done(outcome))
-        }
-        Some(JobState::Failed(_)) if already_failed && requested.is_some() => {
-            // Reported by an earlier pass: the source's claim is released.
-            release_source_claim(pass, jobs).await?;
-            Ok(InitialRestore::Wait(Action::await_change()))
-        }
-        Some(JobState::Failed(reason)) => {
-            let message = pass.failure_message(&job_name, reason).await?;
-            let instead = match requested {
-                Some(from) => format!(
-                    "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
-                    from.name
-                ),
-                None => "or set spec.restoreFromExisting to false to start without a restore"
-                    .to_string(),
-            };
-            let full = format!(
-                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), {instead}",
-                name = app.name,
-                annotation = names::RESTORE_REQUESTED,
-            );
-            acknowledge(pass, RequestPhase::Failed, &full);
-            if pass
-                .conditions()
-                .set(conditions::RESTORING, false, "RestoreFailed", &full)
-            {
-                Metrics::finished(&pass.ctx.metrics.restores, false);
-                pass.note(EventType::Warning, "RestoreFailed", "Restore", full.clone());
-            }
-            pass.conditions()
-                .set(conditions::READY, false, "RestoreFailed", &full);
-            Ok(InitialRestore::Wait(Action::await_change()))
-        }
+    let location = pass
+        .location
+        .clone()
+        .ok_or(Error::MissingField("an allowed backup location"))?;
+    let (plan, record) = decide(pass, |reads, record| {
+        Ok(initial::plan(app, &location, jobs, reads, record))
+    })
+    .await?;
+    if let Some((job_name, task)) = &plan.start {
+        pass.start_job(job_name, task, initial::ACTION).await?;
     }
+    pass.record = record;
+    if plan.release_source {
+        release_source_claim(pass, jobs).await?;
+    }
+    Ok(plan.step)
 }
 
 /// Ends the finished Jobs of a restore from another app's backups once their outcome is
@@ -1642,7 +1201,7 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<
     let api = pass.api::<Job>();
     let now = json!({"spec": {"ttlSecondsAfterFinished": 0}});
     for job in jobs.iter().filter(|job| {
-        is_initial_attempt(job, &pass.app.uid)
+        initial::is_attempt(job, &pass.app.uid)
             && job.metadata.deletion_timestamp.is_none()
             && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
             && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
@@ -1665,524 +1224,99 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<
     Ok(())
 }
 
-/// Why the backups of app `source` (`spec.restoreFrom`) cannot be read, if they cannot:
-/// in a node directory they are reached only through that app's backup claim, which
-/// outlives the app and exists once it has backed up.
-async fn missing_source_backups(pass: &Pass<'_>, source: &str) -> Result<Option<String>, Error> {
-    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
-        // A claim of the namespace holds every app's backups: the mover says if there is none.
-        return Ok(None);
-    }
-    let app = pass.app;
-    let claim_name = names::backup_claim(source);
-    let phase = pass
-        .api::<PersistentVolumeClaim>()
-        .get_opt(&claim_name)
-        .await?
-        .map(|claim| {
-            claim
-                .status
-                .and_then(|s| s.phase)
-                .unwrap_or_else(|| "Pending".into())
-        });
-    let why = match phase.as_deref() {
-        Some("Bound") => return Ok(None),
-        Some(phase) => format!("its backup claim {claim_name} is {phase}, not Bound"),
-        None => format!(
-            "its backup claim {claim_name} does not exist, so it never backed up in this namespace"
-        ),
-    };
-    Ok(Some(format!(
-        "spec.restoreFrom: the backups of app {source} cannot be read: {why}. The app is not started; name an app with backups (`kubectl hellostateful backups {source}` lists them), or remove spec.restoreFrom to start with empty volumes (status: `kubectl hellostateful status {name}`)",
-        name = app.name
-    )))
-}
-
-/// The status of an ended initial restore, from its durable record: `isRestored`, and a
-/// Restoring condition still True from it is finished (with its event). Runs on every pass
-/// that is not restoring, so that a lost status write is made good by the next pass.
-fn finish_initial_restore(pass: &mut Pass<'_>, outcome: &InitialOutcome) {
-    if matches!(outcome, InitialOutcome::Restored { .. }) {
-        pass.status.is_restored = true;
-    }
-    if !pass.conditions().is_true(conditions::RESTORING) {
-        return;
-    }
-    let app = pass.app;
-    let message = outcome.message();
-    let (reason, event) = match outcome {
-        InitialOutcome::Restored { id, of } => (
-            "Restored",
-            match of {
-                Some(app) => format!("restored backup {id} of app {app}; starting the app"),
-                None => format!("restored backup {id}; starting the app"),
-            },
-        ),
-        InitialOutcome::NoBackup => (
-            "NoBackup",
-            format!(
-                "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
-                app.namespace, app.name
-            ),
-        ),
-    };
-    if pass
-        .conditions()
-        .set(conditions::RESTORING, false, reason, &message)
-    {
-        if matches!(outcome, InitialOutcome::Restored { .. }) {
-            Metrics::finished(&pass.ctx.metrics.restores, true);
-        }
-        pass.note(EventType::Normal, reason, "Restore", event);
-    }
-}
-
-/// Conditions while the restore of a newly created app runs; returns what it says.
-fn initial_restore_running(pass: &mut Pass<'_>, job_name: &str) -> String {
-    let message = format!("Job {job_name} restores the newest backup before the app starts");
-    let mut conditions = pass.conditions();
-    conditions.set(conditions::RESTORING, true, "RestoreRunning", &message);
-    conditions.set(
-        conditions::READY,
-        false,
-        "Restoring",
-        "the app starts once its data is restored",
-    );
-    message
-}
-
-/// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
-/// restore Job, start the app again. Returns the replicas the StatefulSet must have.
-/// Whether a restore request failed after its Job began replacing the live data.
-fn interrupted_mid_swap(request: &RequestStatus) -> bool {
-    request.phase == RequestPhase::Failed
-        && request
-            .message
-            .as_deref()
-            .is_some_and(|m| m.contains(hellostateful_mover::SWAP_INTERRUPTED))
-}
-
-async fn on_demand_restore(
+/// An on-demand restore (see `restores`): decided, with the reads it asks for, then its Job
+/// started. Returns the replicas the app may run, and whether a restore is under way (the
+/// app must not run, and backups wait).
+async fn restore_on_demand(
     pass: &mut Pass<'_>,
     jobs: &[Arc<Job>],
     initialized: bool,
-    gate: &mut RestoreGate,
-) -> Result<i32, Error> {
+) -> Result<(i32, bool), Error> {
     let app = pass.app;
-    let replicas = app.app.spec.replicas;
-    let old = pass.status.restore_request.clone();
-    // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
-    // app stopped even when its request was withdrawn or replaced.
-    let running_restore = jobs::running(jobs, Component::Restore).map(|job| job.name_any());
-    let token = match pending_token(app.app, names::RESTORE_REQUESTED, old.as_ref()) {
-        Ok(token) => token,
-        Err(ignored) => {
-            pass.status.restore_request = Some(ignored);
-            None
-        }
-    };
-    let Some(token) = token else {
-        if let Some(job) = running_restore {
-            gate.in_progress = true;
-            pass.conditions().set(
-                conditions::RESTORING,
-                true,
-                "RestoreRunning",
-                &format!("Job {job} still restores (its request was withdrawn); the app starts once it ends"),
-            );
-            return Ok(0);
-        }
-        if old.as_ref().is_some_and(interrupted_mid_swap) {
-            // Until a new request finishes the swap, some volumes may hold the restored
-            // data and others the old: the app must not run on that.
-            return Ok(0);
-        }
-        return Ok(replicas);
-    };
-    let from = app
-        .app
-        .annotations()
-        .get(names::RESTORE_FROM)
-        .map(String::as_str)
-        .unwrap_or("latest");
-    if let Err(error) = validate::restore_from(from) {
-        let message = error.to_string();
-        pass.status.restore_request = Some(request(token, RequestPhase::Failed, None, &message));
-        pass.note(EventType::Warning, "RestoreRefused", "Restore", message);
-        return Ok(replicas);
+    let (plan, record) = decide(pass, |reads, record| {
+        Ok(restores::on_demand(app, jobs, initialized, reads, record))
+    })
+    .await?;
+    if let Some((job_name, task)) = &plan.start {
+        pass.start_job(job_name, task, "requested").await?;
     }
-    if !initialized {
-        pass.status.restore_request = Some(request(
-            token,
-            RequestPhase::Pending,
-            None,
-            "waiting for the app to be created",
-        ));
-        return Ok(replicas);
-    }
-    let job_name = names::restore_job(&app.name, &app.uid, token);
-    let set = |pass: &mut Pass<'_>, phase, message: String, backup_id: Option<String>| {
-        let mut status = request(token, phase, Some(&job_name), message);
-        status.backup_id = backup_id;
-        pass.status.restore_request = Some(status);
-    };
-    match jobs
-        .iter()
-        .find(|job| job.name_any() == job_name)
-        .map(|job| jobs::state(job))
-    {
-        Some(JobState::Running) => {
-            gate.in_progress = true;
-            set(
-                pass,
-                RequestPhase::Running,
-                format!("Job {job_name} restores {from}"),
-                None,
-            );
-            pass.conditions().set(
-                conditions::RESTORING,
-                true,
-                "RestoreRunning",
-                &format!("Job {job_name} restores {from}"),
-            );
-            Ok(0)
-        }
-        Some(JobState::Succeeded) => {
-            let outcome = pass
-                .job_message(&job_name)
-                .await?
-                .and_then(|m| summary::parse_last_line::<RestoreSummary>(&m));
-            let id = outcome
-                .and_then(|o| o.id)
-                .unwrap_or_else(|| from.to_string());
-            let message = format!("restored backup {id}; the app runs {replicas} replica(s) again");
-            set(pass, RequestPhase::Succeeded, message.clone(), Some(id));
-            pass.status.is_restored = true;
-            Metrics::finished(&pass.ctx.metrics.restores, true);
-            pass.conditions()
-                .set(conditions::RESTORING, false, "Restored", &message);
-            pass.note(EventType::Normal, "Restored", "Restore", message);
-            Ok(replicas)
-        }
-        Some(JobState::Failed(reason)) => {
-            let cause = pass.failure_message(&job_name, reason).await?;
-            let (message, run) = if cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
-                (
-                    format!(
-                        "restore of {from} failed: {cause}. The app stays stopped so that it \
-                         never runs on a mix of old and restored volumes: request the restore \
-                         again (kubectl hellostateful restore {}), which finishes the swap first",
-                        app.name
-                    ),
-                    0,
-                )
-            } else {
-                (
-                    format!("restore of {from} failed: {cause}; the live data was not replaced"),
-                    replicas,
-                )
-            };
-            set(pass, RequestPhase::Failed, message.clone(), None);
-            Metrics::finished(&pass.ctx.metrics.restores, false);
-            pass.conditions()
-                .set(conditions::RESTORING, false, "RestoreFailed", &message);
-            pass.note(EventType::Warning, "RestoreFailed", "Restore", message);
-            Ok(run)
-        }
-        None => {
-            gate.in_progress = true;
-            let backup = jobs::running(jobs, Component::Backup);
-            let pods = pass
-                .api::<Pod>()
-                .list(&ListParams::default().labels(&names::selector_string(&app.name)))
-                .await?
-                .items;
-            let (phase, message) = if let Some(other) = &running_restore {
-                (
-                    RequestPhase::Pending,
-                    format!("waiting for restore Job {other} to finish: one restore at a time"),
-                )
-            } else if let Some(backup) = backup {
-                (
-                    RequestPhase::Pending,
-                    format!("waiting for backup Job {} to finish", backup.name_any()),
-                )
-            } else if !pods.is_empty() {
-                (
-                    RequestPhase::Pending,
-                    format!(
-                        "stopping the app: waiting for {} pod(s) to exit",
-                        pods.len()
-                    ),
-                )
-            } else {
-                let task = MoverTask::Restore {
-                    from: from.to_string(),
-                    if_exists: false,
-                    source: None,
-                };
-                // Its Job ran once already (status says so) and is gone: its TTL removed it
-                // before its outcome could be recorded (the reconciler was down that long).
-                // The app has stayed stopped; restoring the same backup again is safe and
-                // gives the one outcome that can be reported.
-                let lost = old.as_ref().is_some_and(|request| {
-                    request.token == token
-                        && request.phase == RequestPhase::Running
-                        && request.job.as_deref() == Some(job_name.as_str())
+    pass.record = record;
+    Ok((plan.replicas, plan.in_progress))
+}
+
+/// Runs a decision (see `reads`) on a copy of the pass's record, making the reads it asks
+/// for and running it again, until it is decided. Returns its plan and the record to keep
+/// once the plan's writes are made.
+async fn decide<P>(
+    pass: &Pass<'_>,
+    decision: impl Fn(&Reads, &mut Record) -> Result<Decision<P>, Error>,
+) -> Result<(P, Record), Error> {
+    let mut reads = Reads::default();
+    loop {
+        let mut record = pass.record.clone();
+        match decision(&reads, &mut record)? {
+            Decision::Done(plan) => return Ok((plan, record)),
+            Decision::Read(Read::Message(job)) => {
+                let message = pass.job_message(&job).await?;
+                reads.add_message(job, message);
+            }
+            Decision::Read(Read::ClaimPhase(name)) => {
+                let claim = pass.api::<PersistentVolumeClaim>().get_opt(&name).await?;
+                let phase = claim.map(|claim| {
+                    let phase = claim.status.and_then(|status| status.phase);
+                    phase.unwrap_or_else(|| "Pending".into())
                 });
-                pass.start_job(&job_name, &task, "requested").await?;
-                let started = if lost {
-                    format!(
-                        "restoring {from} again with Job {job_name}: the first run's Job was removed before its outcome was recorded; the app stays stopped meanwhile"
-                    )
-                } else {
-                    format!("restoring {from} with Job {job_name}; the app is stopped meanwhile")
-                };
-                pass.note(EventType::Normal, "RestoreStarted", "Restore", started);
-                (
-                    RequestPhase::Running,
-                    format!("Job {job_name} restores {from}"),
-                )
-            };
-            pass.conditions()
-                .set(conditions::RESTORING, true, "RestoreRunning", &message);
-            set(pass, phase, message, None);
-            Ok(0)
-        }
-    }
-}
-
-/// The backup CronJob: applied while a schedule is set (suspended during restores), deleted
-/// when the schedule is removed.
-async fn apply_schedule(pass: &mut Pass<'_>, restoring: bool) -> Result<(), Error> {
-    let app = pass.app;
-    let name = names::cronjob(&app.name);
-    let existing = pass.ctx.cache.cronjob(&app.namespace, &name);
-    match &app.app.spec.backup_schedule {
-        Some(schedule) => {
-            let location = pass
-                .location
-                .as_ref()
-                .ok_or(Error::MissingField("an allowed backup location"))?;
-            let mut desired = children::cronjob(app, schedule, location, &pass.ctx.settings)?;
-            if restoring && let Some(spec) = desired.spec.as_mut() {
-                spec.suspend = Some(true);
+                reads.add_claim_phase(name, phase);
             }
-            pass.apply_unless_in_line(&desired, existing.as_ref().map(|c| c.view.version))
-                .await?;
-        }
-        None => {
-            if existing.is_some_and(|c| !c.deleting) {
-                pass.api::<CronJob>()
-                    .delete(&name, &DeleteParams::background())
+            Decision::Read(Read::AppPods) => {
+                let selector = names::selector_string(&pass.app.name);
+                let pods = pass
+                    .api::<Pod>()
+                    .list(&ListParams::default().labels(&selector))
                     .await?;
-                pass.ctx.metrics.writes.inc();
+                reads.add_app_pods(pods.items.len());
             }
         }
     }
-    Ok(())
 }
 
-/// An on-demand backup: one Job per token, acknowledged with the snapshot id.
-async fn on_demand_backup(
-    pass: &mut Pass<'_>,
-    jobs: &[Arc<Job>],
-    restoring: bool,
-) -> Result<(), Error> {
+/// The schedule, on-demand backups and what status says of them (see `backups`): decided,
+/// reading the termination messages the decision asks for, then written.
+async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Result<(), Error> {
     let app = pass.app;
-    let old = pass.status.backup_request.clone();
-    let token = match pending_token(app.app, names::BACKUP_REQUESTED, old.as_ref()) {
-        Ok(Some(token)) => token,
-        Ok(None) => return Ok(()),
-        Err(ignored) => {
-            pass.status.backup_request = Some(ignored);
-            return Ok(());
-        }
+    let location = pass
+        .location
+        .clone()
+        .ok_or(Error::MissingField("an allowed backup location"))?;
+    let cronjob_name = names::cronjob(&app.name);
+    let observed = backups::Observed {
+        cronjob: pass.ctx.cache.cronjob(&app.namespace, &cronjob_name),
+        jobs,
+        restoring,
     };
-    let job_name = names::backup_job(&app.name, &app.uid, token);
-    let status = match jobs
-        .iter()
-        .find(|job| job.name_any() == job_name)
-        .map(|job| jobs::state(job))
-    {
-        None if restoring => request(
-            token,
-            RequestPhase::Pending,
-            None,
-            "waiting for the restore to finish",
-        ),
-        None => {
-            pass.start_job(&job_name, &MoverTask::Backup, "requested")
+    let settings = &pass.ctx.settings;
+    let (plan, record) = decide(pass, |reads, record| {
+        backups::plan(app, &location, settings, &observed, reads, record)
+    })
+    .await?;
+    match plan.schedule {
+        backups::Schedule::Apply { desired, cached } => {
+            pass.apply_unless_in_line(desired.as_ref(), cached).await?;
+        }
+        backups::Schedule::Delete => {
+            pass.api::<CronJob>()
+                .delete(&cronjob_name, &DeleteParams::background())
                 .await?;
-            pass.note(
-                EventType::Normal,
-                "BackupStarted",
-                "Backup",
-                format!("backing up with Job {job_name}"),
-            );
-            request(
-                token,
-                RequestPhase::Running,
-                Some(&job_name),
-                format!("Job {job_name} copies the app's data"),
-            )
+            pass.ctx.metrics.writes.inc();
         }
-        Some(JobState::Running) => request(
-            token,
-            RequestPhase::Running,
-            Some(&job_name),
-            format!("Job {job_name} copies the app's data"),
-        ),
-        Some(JobState::Succeeded) => {
-            let outcome = pass
-                .job_message(&job_name)
-                .await?
-                .and_then(|m| summary::parse_last_line::<BackupSummary>(&m));
-            let mut status = request(
-                token,
-                RequestPhase::Succeeded,
-                Some(&job_name),
-                "backup finished",
-            );
-            if let Some(outcome) = outcome {
-                status.message = Some(format!(
-                    "backup {} finished: {} files, {} bytes",
-                    outcome.id, outcome.files, outcome.bytes
-                ));
-                status.backup_id = Some(outcome.id);
-            }
-            status
-        }
-        Some(JobState::Failed(reason)) => {
-            let message = pass.failure_message(&job_name, reason).await?;
-            request(
-                token,
-                RequestPhase::Failed,
-                Some(&job_name),
-                format!("backup failed: {message}; earlier backups are intact"),
-            )
-        }
-    };
-    pass.status.backup_request = Some(status);
+        backups::Schedule::Keep => {}
+    }
+    if let Some(job_name) = &plan.start {
+        pass.start_job(job_name, &MoverTask::Backup, "requested")
+            .await?;
+    }
+    pass.record = record;
     Ok(())
-}
-
-/// lastBackup and the BackupSucceeded / BackupFailed conditions, from the newest finished
-/// backup Job (scheduled or on demand), with an event and metrics once per Job.
-async fn record_backups(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
-    let newest = jobs
-        .iter()
-        .filter(|job| jobs::component(job) == Some(Component::Backup))
-        .filter(|job| jobs::state(job) != JobState::Running)
-        .max_by_key(|job| jobs::finished_at(job));
-    let Some(job) = newest else {
-        return Ok(());
-    };
-    let job_name = job.name_any();
-    match jobs::state(job) {
-        JobState::Succeeded => {
-            if pass
-                .status
-                .last_backup
-                .as_ref()
-                .and_then(|b| b.job.as_deref())
-                == Some(job_name.as_str())
-            {
-                return Ok(());
-            }
-            let Some(outcome) = pass
-                .job_message(&job_name)
-                .await?
-                .and_then(|m| summary::parse_last_line::<BackupSummary>(&m))
-            else {
-                return Ok(());
-            };
-            let mut message = format!(
-                "backup {} by Job {job_name}: {} files, {} bytes ({} new) in {} ms",
-                outcome.id, outcome.files, outcome.bytes, outcome.new_bytes, outcome.duration_ms
-            );
-            let inconsistent = inconsistent_files_warning(&outcome);
-            if let Some(warning) = &inconsistent {
-                message.push_str("; ");
-                message.push_str(warning);
-            }
-            Metrics::finished(&pass.ctx.metrics.backups, true);
-            pass.ctx.metrics.backup_bytes.inc_by(outcome.bytes);
-            pass.status.last_backup = Some(LastBackup {
-                id: outcome.id,
-                time: outcome.time,
-                bytes: outcome.bytes,
-                files: outcome.files,
-                new_bytes: outcome.new_bytes,
-                duration_ms: outcome.duration_ms,
-                inconsistent_files: outcome.inconsistent,
-                job: Some(job_name),
-            });
-            pass.conditions().set(
-                conditions::BACKUP_SUCCEEDED,
-                true,
-                "BackupSucceeded",
-                &message,
-            );
-            pass.conditions().set(
-                conditions::BACKUP_FAILED,
-                false,
-                "BackupSucceeded",
-                &message,
-            );
-            match inconsistent {
-                Some(_) => pass.note(EventType::Warning, "BackupInconsistent", "Backup", message),
-                None => pass.note(EventType::Normal, "BackupSucceeded", "Backup", message),
-            }
-        }
-        JobState::Failed(reason) => {
-            let prefix = format!("backup Job {job_name} failed: ");
-            let conditions = pass.conditions();
-            let reported = conditions.is_true(conditions::BACKUP_FAILED)
-                && conditions
-                    .message(conditions::BACKUP_FAILED)
-                    .is_some_and(|message| message.starts_with(&prefix));
-            if reported {
-                // Its pods' account is in status already: not read again on every pass.
-                return Ok(());
-            }
-            let message = pass.failure_message(&job_name, reason).await?;
-            let message = format!("{prefix}{message}; earlier backups are intact");
-            pass.conditions().set(
-                conditions::BACKUP_SUCCEEDED,
-                false,
-                "BackupFailed",
-                &message,
-            );
-            if pass
-                .conditions()
-                .set(conditions::BACKUP_FAILED, true, "BackupFailed", &message)
-            {
-                Metrics::finished(&pass.ctx.metrics.backups, false);
-                pass.note(EventType::Warning, "BackupFailed", "Backup", message);
-            }
-        }
-        JobState::Running => {}
-    }
-    Ok(())
-}
-
-/// What the user must know about files the mover kept as read while the app wrote them.
-fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
-    if outcome.inconsistent == 0 {
-        return None;
-    }
-    let mut named = outcome.inconsistent_files.join(", ");
-    let unnamed = outcome.inconsistent - outcome.inconsistent_files.len() as u64;
-    if unnamed > 0 {
-        named.push_str(&format!(" and {unnamed} more"));
-    }
-    Some(format!(
-        "{} file(s) kept changing while being copied and may mix old and new contents: \
-         {named} (back up while the app is idle, or have it write by renaming new files \
-         into place)",
-        outcome.inconsistent
-    ))
 }
 
 /// Writes status by server-side apply, only when it changed; returns the app's

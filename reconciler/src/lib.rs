@@ -1,6 +1,7 @@
 //! The hellostateful reconciler: a kube-runtime controller for HelloStateful apps. The data
 //! mover (the `hellostateful-mover` crate) runs from the same binary inside Jobs.
 
+pub mod backups;
 pub mod cache;
 pub mod children;
 pub mod conditions;
@@ -8,6 +9,9 @@ pub mod controller;
 pub mod drift;
 pub mod dry_run;
 mod error;
+#[cfg(test)]
+mod fixtures;
+pub mod initial;
 pub mod jobs;
 pub mod kept;
 pub mod leader;
@@ -15,7 +19,11 @@ pub mod location;
 pub mod metrics;
 pub mod placement;
 pub mod progress;
+pub mod reads;
+pub mod record;
+pub mod restores;
 pub mod server;
+pub mod storage;
 pub mod watch;
 
 pub use error::Error;

@@ -1,0 +1,452 @@
+//! Backups: the schedule's CronJob, on-demand requests (one Job per token), and what status
+//! says of the newest finished backup Job.
+//!
+//! Deciding is pure. `plan` writes the status, events and tallies it decides on into a
+//! `Record`, and returns the writes to make; a finished Job's summary, which no cache holds,
+//! it asks for (see `reads`).
+
+use std::sync::Arc;
+
+use hellostateful_api::names::{self, Component};
+use hellostateful_api::summary::{self, BackupSummary};
+use hellostateful_api::{LastBackup, RequestPhase};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+
+use crate::Error;
+use crate::children::{self, AppRef, Settings};
+use crate::conditions;
+use crate::jobs::{self, JobState};
+use crate::kept::{CronJobView, Kept};
+use crate::location::BackupLocation;
+use crate::reads::{Decision, Reads, Unread, decided};
+use crate::record::{Record, Tally, request};
+
+/// What the cache holds of the app's backups.
+pub struct Observed<'a> {
+    pub cronjob: Option<Arc<Kept<CronJobView>>>,
+    pub jobs: &'a [Arc<Job>],
+    /// A restore is under way: backups wait, and the schedule is suspended.
+    pub restoring: bool,
+}
+
+/// What to do with the schedule's CronJob.
+#[derive(Debug)]
+pub enum Schedule {
+    /// Apply it, unless the cached one (at version `cached`) is known to be in line.
+    Apply {
+        desired: Box<CronJob>,
+        cached: Option<u64>,
+    },
+    Delete,
+    Keep,
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub schedule: Schedule,
+    /// The on-demand backup Job to start, by name.
+    pub start: Option<String>,
+}
+
+pub fn plan(
+    app: &AppRef,
+    location: &BackupLocation,
+    settings: &Settings,
+    observed: &Observed,
+    reads: &Reads,
+    record: &mut Record,
+) -> Result<Decision<Plan>, Error> {
+    let schedule = schedule(app, location, settings, observed)?;
+    let requests = on_demand(app, observed, reads, record)
+        .and_then(|start| newest_finished(observed.jobs, reads, record).map(|()| start));
+    Ok(decided(requests.map(|start| Plan { schedule, start })))
+}
+
+fn schedule(
+    app: &AppRef,
+    location: &BackupLocation,
+    settings: &Settings,
+    observed: &Observed,
+) -> Result<Schedule, Error> {
+    let Some(schedule) = &app.app.spec.backup_schedule else {
+        let live = observed.cronjob.as_ref().is_some_and(|c| !c.deleting);
+        return Ok(if live {
+            Schedule::Delete
+        } else {
+            Schedule::Keep
+        });
+    };
+    let mut desired = children::cronjob(app, schedule, location, settings)?;
+    if observed.restoring
+        && let Some(spec) = desired.spec.as_mut()
+    {
+        spec.suspend = Some(true);
+    }
+    Ok(Schedule::Apply {
+        desired: Box::new(desired),
+        cached: observed.cronjob.as_ref().map(|c| c.view.version),
+    })
+}
+
+/// An on-demand backup: one Job per token, acknowledged with the snapshot id. Returns the
+/// Job to start, if any.
+fn on_demand(
+    app: &AppRef,
+    observed: &Observed,
+    reads: &Reads,
+    record: &mut Record,
+) -> Result<Option<String>, Unread> {
+    let Some(token) = record.backup_token(app.app) else {
+        return Ok(None);
+    };
+    let job_name = names::backup_job(&app.name, &app.uid, token);
+    let copying = request(
+        token,
+        RequestPhase::Running,
+        Some(&job_name),
+        format!("Job {job_name} copies the app's data"),
+    );
+    let job = observed.jobs.iter().find(|job| job.name_any() == job_name);
+    let mut start = None;
+    let status = match job.map(|job| jobs::state(job)) {
+        None if observed.restoring => request(
+            token,
+            RequestPhase::Pending,
+            None,
+            "waiting for the restore to finish",
+        ),
+        None => {
+            record.note(
+                EventType::Normal,
+                "BackupStarted",
+                "Backup",
+                format!("backing up with Job {job_name}"),
+            );
+            start = Some(job_name.clone());
+            copying
+        }
+        Some(JobState::Running) => copying,
+        Some(JobState::Succeeded) => {
+            let outcome = reads
+                .message(&job_name)?
+                .and_then(summary::parse_last_line::<BackupSummary>);
+            let mut status = request(
+                token,
+                RequestPhase::Succeeded,
+                Some(&job_name),
+                "backup finished",
+            );
+            if let Some(outcome) = outcome {
+                status.message = Some(format!(
+                    "backup {} finished: {} files, {} bytes",
+                    outcome.id, outcome.files, outcome.bytes
+                ));
+                status.backup_id = Some(outcome.id);
+            }
+            status
+        }
+        Some(JobState::Failed(reason)) => {
+            let message = reads.failure(&job_name, reason)?;
+            request(
+                token,
+                RequestPhase::Failed,
+                Some(&job_name),
+                format!("backup failed: {message}; earlier backups are intact"),
+            )
+        }
+    };
+    record.status.backup_request = Some(status);
+    Ok(start)
+}
+
+/// lastBackup and the BackupSucceeded / BackupFailed conditions, from the newest finished
+/// backup Job (scheduled or on demand), with an event and a tally once per Job.
+fn newest_finished(jobs: &[Arc<Job>], reads: &Reads, record: &mut Record) -> Result<(), Unread> {
+    let newest = jobs
+        .iter()
+        .filter(|job| jobs::component(job) == Some(Component::Backup))
+        .filter(|job| jobs::state(job) != JobState::Running)
+        .max_by_key(|job| jobs::finished_at(job));
+    let Some(job) = newest else {
+        return Ok(());
+    };
+    let job_name = job.name_any();
+    match jobs::state(job) {
+        JobState::Succeeded => {
+            let recorded = record.status.last_backup.as_ref();
+            if recorded.and_then(|b| b.job.as_deref()) == Some(job_name.as_str()) {
+                return Ok(());
+            }
+            let Some(outcome) = reads
+                .message(&job_name)?
+                .and_then(summary::parse_last_line::<BackupSummary>)
+            else {
+                return Ok(());
+            };
+            succeeded(record, job_name, outcome);
+        }
+        JobState::Failed(reason) => {
+            let prefix = format!("backup Job {job_name} failed: ");
+            let conditions = record.conditions();
+            let reported = conditions.is_true(conditions::BACKUP_FAILED)
+                && conditions
+                    .message(conditions::BACKUP_FAILED)
+                    .is_some_and(|message| message.starts_with(&prefix));
+            if reported {
+                // Its pods' account is in status already: not read again on every pass.
+                return Ok(());
+            }
+            let message = reads.failure(&job_name, reason)?;
+            let message = format!("{prefix}{message}; earlier backups are intact");
+            let mut conditions = record.conditions();
+            conditions.set(
+                conditions::BACKUP_SUCCEEDED,
+                false,
+                "BackupFailed",
+                &message,
+            );
+            if conditions.set(conditions::BACKUP_FAILED, true, "BackupFailed", &message) {
+                record.tallies.push(Tally::BackupFailed);
+                record.note(EventType::Warning, "BackupFailed", "Backup", message);
+            }
+        }
+        JobState::Running => {}
+    }
+    Ok(())
+}
+
+fn succeeded(record: &mut Record, job_name: String, outcome: BackupSummary) {
+    let mut message = format!(
+        "backup {} by Job {job_name}: {} files, {} bytes ({} new) in {} ms",
+        outcome.id, outcome.files, outcome.bytes, outcome.new_bytes, outcome.duration_ms
+    );
+    let inconsistent = inconsistent_files_warning(&outcome);
+    if let Some(warning) = &inconsistent {
+        message.push_str("; ");
+        message.push_str(warning);
+    }
+    record.tallies.push(Tally::BackupSucceeded {
+        bytes: outcome.bytes,
+    });
+    record.status.last_backup = Some(LastBackup {
+        id: outcome.id,
+        time: outcome.time,
+        bytes: outcome.bytes,
+        files: outcome.files,
+        new_bytes: outcome.new_bytes,
+        duration_ms: outcome.duration_ms,
+        inconsistent_files: outcome.inconsistent,
+        job: Some(job_name),
+    });
+    let mut conditions = record.conditions();
+    conditions.set(
+        conditions::BACKUP_SUCCEEDED,
+        true,
+        "BackupSucceeded",
+        &message,
+    );
+    conditions.set(
+        conditions::BACKUP_FAILED,
+        false,
+        "BackupSucceeded",
+        &message,
+    );
+    match inconsistent {
+        Some(_) => record.note(EventType::Warning, "BackupInconsistent", "Backup", message),
+        None => record.note(EventType::Normal, "BackupSucceeded", "Backup", message),
+    }
+}
+
+/// What the user must know about files the mover kept as read while the app wrote them.
+fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
+    if outcome.inconsistent == 0 {
+        return None;
+    }
+    let mut named = outcome.inconsistent_files.join(", ");
+    let unnamed = outcome.inconsistent - outcome.inconsistent_files.len() as u64;
+    if unnamed > 0 {
+        named.push_str(&format!(" and {unnamed} more"));
+    }
+    Some(format!(
+        "{} file(s) kept changing while being copied and may mix old and new contents: \
+         {named} (back up while the app is idle, or have it write by renaming new files \
+         into place)",
+        outcome.inconsistent
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, app, reasons, settings};
+    use crate::kept::Cached;
+    use crate::reads::Read;
+    use hellostateful_api::HelloStateful;
+    use kube::core::PartialObjectMeta;
+    use serde_json::json;
+
+    const TOKEN: &str = "2026-11-29T15:00:00Z";
+    const SUMMARY: &str = r#"{"id":"20261129T150001Z","time":"2026-11-29T15:00:04Z","bytes":120,"files":1,"newBytes":120,"durationMs":9}"#;
+
+    /// Decides for `app` with `jobs`, given what was read.
+    fn decide(
+        app: &HelloStateful,
+        jobs: &[Arc<Job>],
+        restoring: bool,
+        reads: &Reads,
+        record: &mut Record,
+    ) -> Decision<Plan> {
+        let app_ref = AppRef::new(app).expect("app");
+        let observed = Observed {
+            cronjob: None,
+            jobs,
+            restoring,
+        };
+        let location = BackupLocation::NodeRoot("/tmp/backup".into());
+        plan(&app_ref, &location, &settings(), &observed, reads, record).expect("a plan")
+    }
+
+    #[test]
+    fn a_new_token_starts_one_job_and_says_so() {
+        let app = app(json!({}), json!({names::BACKUP_REQUESTED: TOKEN}));
+        let mut record = Record::new(Default::default(), Some(1));
+        let plan = decide(&app, &[], false, &Reads::default(), &mut record).done();
+        let job_name = names::backup_job("hello", "uid-1", TOKEN);
+        assert_eq!(plan.start.as_deref(), Some(job_name.as_str()));
+        let request = record.status.backup_request.as_ref().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Running);
+        assert_eq!(request.job.as_deref(), Some(job_name.as_str()));
+        assert_eq!(reasons(&record), ["BackupStarted"]);
+
+        // Once the Job is there (cached or not), it is followed, never started again.
+        let running = [fixtures::job(&job_name, Component::Backup, None, &[])];
+        let mut again = Record::new(record.status.clone(), Some(1));
+        let plan = decide(&app, &running, false, &Reads::default(), &mut again).done();
+        assert_eq!(plan.start, None);
+        assert!(again.notes.is_empty());
+    }
+
+    #[test]
+    fn a_token_waits_for_a_running_restore() {
+        let app = app(json!({}), json!({names::BACKUP_REQUESTED: TOKEN}));
+        let mut record = Record::new(Default::default(), Some(1));
+        let plan = decide(&app, &[], true, &Reads::default(), &mut record).done();
+        assert_eq!(plan.start, None);
+        let request = record.status.backup_request.as_ref().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Pending);
+        assert!(record.notes.is_empty());
+    }
+
+    #[test]
+    fn a_finished_job_is_read_once_then_acknowledged_with_its_snapshot() {
+        let app = app(json!({}), json!({names::BACKUP_REQUESTED: TOKEN}));
+        let job_name = names::backup_job("hello", "uid-1", TOKEN);
+        let jobs = [fixtures::job(
+            &job_name,
+            Component::Backup,
+            Some("Complete"),
+            &[],
+        )];
+        let mut record = Record::new(Default::default(), Some(1));
+        let Decision::Read(asked) = decide(&app, &jobs, false, &Reads::default(), &mut record)
+        else {
+            panic!("the summary is read first");
+        };
+        assert_eq!(asked, Read::Message(job_name.clone()));
+
+        let reads = fixtures::message(&job_name, SUMMARY);
+        let mut record = Record::new(Default::default(), Some(1));
+        let plan = decide(&app, &jobs, false, &reads, &mut record).done();
+        assert_eq!(plan.start, None);
+        let request = record.status.backup_request.as_ref().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Succeeded);
+        assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
+        let last = record.status.last_backup.as_ref().expect("lastBackup");
+        assert_eq!(last.job.as_deref(), Some(job_name.as_str()));
+        assert_eq!(record.tallies, [Tally::BackupSucceeded { bytes: 120 }]);
+        assert_eq!(reasons(&record), ["BackupSucceeded"]);
+
+        // Recorded: a later pass reads nothing and says nothing again.
+        let mut later = Record::new(record.status.clone(), Some(1));
+        decide(&app, &jobs, false, &Reads::default(), &mut later).done();
+        assert!(later.notes.is_empty() && later.tallies.is_empty());
+    }
+
+    #[test]
+    fn a_failed_scheduled_backup_is_reported_from_its_pod_once() {
+        let app = app(json!({}), json!({}));
+        let jobs = [fixtures::job(
+            "backup-hello-29000000",
+            Component::Backup,
+            Some("Failed"),
+            &[],
+        )];
+        let reads = fixtures::message("backup-hello-29000000", "error: no space left on device");
+        let mut record = Record::new(Default::default(), Some(1));
+        decide(&app, &jobs, false, &reads, &mut record).done();
+        let failed = record
+            .conditions()
+            .message(conditions::BACKUP_FAILED)
+            .map(str::to_string);
+        assert!(
+            failed
+                .as_deref()
+                .is_some_and(|m| m.contains("backup-hello-29000000")
+                    && m.contains("no space left on device")
+                    && m.ends_with("earlier backups are intact")),
+            "{failed:?}"
+        );
+        assert_eq!(record.tallies, [Tally::BackupFailed]);
+        assert_eq!(reasons(&record), ["BackupFailed"]);
+
+        let mut later = Record::new(record.status.clone(), Some(1));
+        decide(&app, &jobs, false, &Reads::default(), &mut later).done();
+        assert!(later.notes.is_empty() && later.tallies.is_empty());
+    }
+
+    #[test]
+    fn the_schedule_is_suspended_during_a_restore_and_removed_with_the_spec() {
+        let app_with = app(json!({"backupSchedule": "*/5 * * * *"}), json!({}));
+        let app_ref = AppRef::new(&app_with).expect("app");
+        let location = BackupLocation::NodeRoot("/tmp/backup".into());
+        let mut observed = Observed {
+            cronjob: None,
+            jobs: &[],
+            restoring: true,
+        };
+        let suspended = |schedule: &Schedule| match schedule {
+            Schedule::Apply { desired, .. } => desired.spec.as_ref().and_then(|s| s.suspend),
+            other => panic!("applied, not {other:?}"),
+        };
+        assert_eq!(
+            suspended(&schedule(&app_ref, &location, &settings(), &observed).expect("schedule")),
+            Some(true)
+        );
+        observed.restoring = false;
+        assert_eq!(
+            suspended(&schedule(&app_ref, &location, &settings(), &observed).expect("schedule")),
+            Some(false)
+        );
+
+        let without = app(json!({}), json!({}));
+        let without_ref = AppRef::new(&without).expect("app");
+        let made =
+            children::cronjob(&app_ref, "*/5 * * * *", &location, &settings()).expect("cronjob");
+        let meta = PartialObjectMeta::<CronJob> {
+            metadata: made.metadata,
+            ..Default::default()
+        };
+        observed.cronjob = Some(Arc::new(meta.keep()));
+        assert!(matches!(
+            schedule(&without_ref, &location, &settings(), &observed).expect("schedule"),
+            Schedule::Delete
+        ));
+        observed.cronjob = None;
+        assert!(matches!(
+            schedule(&without_ref, &location, &settings(), &observed).expect("schedule"),
+            Schedule::Keep
+        ));
+    }
+}

@@ -1,0 +1,535 @@
+//! The restore before the app's first start (`restoreFromExisting`, or `spec.restoreFrom`
+//! another app's backup): its Job runs to completion before the StatefulSet exists. After a
+//! failed attempt, a new restore-requested token (`kubectl hellostateful restore NAME`)
+//! starts another attempt in a Job of its own. The outcome is recorded on the StatefulSet,
+//! so that a lost status write is made good by any later pass.
+//!
+//! Deciding is pure: `plan` writes status, events and tallies into a `Record`; what no cache
+//! holds (the Job's summary, the phase of the source app's backup claim) it asks for (see
+//! `reads`).
+
+use std::sync::Arc;
+
+use hellostateful_api::RequestPhase;
+use hellostateful_api::names::{self, Component};
+use hellostateful_api::summary::{self, RestoreSummary};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use crate::children::{AppRef, MoverTask};
+use crate::conditions;
+use crate::controller::{RESYNC, WAIT};
+use crate::jobs::{self, JobState};
+use crate::location::BackupLocation;
+use crate::reads::{Decision, Reads, Unread, decided};
+use crate::record::{Record, Tally, request};
+
+/// The action label of initial restore Jobs (on-demand ones say "requested").
+pub const ACTION: &str = "created";
+
+/// How the restore before the app's first start ended, as recorded on its StatefulSet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Backup `id`, of another app when `of` is set (`spec.restoreFrom`).
+    Restored {
+        id: String,
+        of: Option<String>,
+    },
+    NoBackup,
+}
+
+impl Outcome {
+    /// The record kept on the StatefulSet.
+    pub fn record(&self) -> String {
+        match self {
+            Outcome::Restored { id, of: None } => format!("restored {id}"),
+            Outcome::Restored { id, of: Some(app) } => format!("restored {id} of {app}"),
+            Outcome::NoBackup => "no-backup".to_string(),
+        }
+    }
+
+    /// What status says of it (the Restoring condition, a retry's acknowledgement).
+    fn message(&self) -> String {
+        match self {
+            Outcome::Restored { id, of: None } => {
+                format!("restored backup {id} before the app started")
+            }
+            Outcome::Restored { id, of: Some(app) } => {
+                format!("restored backup {id} of app {app} before the app started")
+            }
+            Outcome::NoBackup => {
+                "no backup of this app exists: it starts with empty volumes".to_string()
+            }
+        }
+    }
+
+    pub fn parse(record: &str) -> Option<Self> {
+        match record {
+            "no-backup" => Some(Outcome::NoBackup),
+            _ => record.strip_prefix("restored ").map(|rest| {
+                let (id, of) = match rest.split_once(" of ") {
+                    Some((id, app)) => (id, Some(app.to_string())),
+                    None => (rest, None),
+                };
+                Outcome::Restored {
+                    id: id.to_string(),
+                    of,
+                }
+            }),
+        }
+    }
+}
+
+/// Where the initial restore stands.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// The app must not start yet: look again as the action says.
+    Wait(Action),
+    /// The restore ended: the app starts, and the outcome is recorded.
+    Done(Outcome),
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    pub step: Step,
+    /// The restore Job to start: its name and task.
+    pub start: Option<(String, MoverTask)>,
+    /// End the finished restore Jobs that hold the source app's backup claim (see
+    /// `controller::release_source_claim`): their failure is on record.
+    pub release_source: bool,
+}
+
+impl Plan {
+    fn waiting(action: Action) -> Self {
+        Self {
+            step: Step::Wait(action),
+            start: None,
+            release_source: false,
+        }
+    }
+}
+
+/// Whether `job` is an attempt of this app's initial restore.
+pub fn is_attempt(job: &Job, uid: &str) -> bool {
+    let labels = job.labels();
+    jobs::component(job) == Some(Component::Restore)
+        && labels.get(names::ACTION_LABEL).map(String::as_str) == Some(ACTION)
+        && job.owner_references().iter().any(|owner| owner.uid == uid)
+}
+
+/// Whether the app, not yet made, has an initial restore to run or to follow: one is asked
+/// for, or one started. An initial restore that started runs to its end even if
+/// restoreFromExisting was turned off meanwhile: the app must not start while the mover
+/// writes. A failed one holds nothing: turning the restore off then starts the app on its
+/// empty volumes.
+pub fn wanted(app: &AppRef, jobs: &[Arc<Job>]) -> bool {
+    let spec = &app.app.spec;
+    let started = jobs
+        .iter()
+        .any(|job| is_attempt(job, &app.uid) && !matches!(jobs::state(job), JobState::Failed(_)));
+    spec.restore_from_existing || spec.restore_from.is_some() || started
+}
+
+/// For an app about to be made without a restore: if one could not run and was then turned
+/// off, status says why the app starts empty.
+pub fn turned_off(record: &mut Record) {
+    let reason = record
+        .conditions()
+        .reason(conditions::RESTORING)
+        .map(str::to_string);
+    if matches!(
+        reason.as_deref(),
+        Some("RestoreFailed" | "RestoreSourceMissing")
+    ) {
+        record.conditions().set(
+            conditions::RESTORING,
+            false,
+            "NotRestored",
+            "no restore is asked for any more (spec.restoreFrom and restoreFromExisting): the app starts with empty volumes",
+        );
+    }
+}
+
+pub fn plan(
+    app: &AppRef,
+    location: &BackupLocation,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+    record: &mut Record,
+) -> Decision<Plan> {
+    decided(decide(app, location, jobs, reads, record))
+}
+
+fn decide(
+    app: &AppRef,
+    location: &BackupLocation,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+    record: &mut Record,
+) -> Result<Plan, Unread> {
+    // `spec.restoreFrom`: another app's backup, which must exist (the user asked for it).
+    let requested = app.app.spec.restore_from.as_ref();
+    let source = requested
+        .map(|from| from.name.clone())
+        .filter(|name| *name != app.name);
+    let first = names::initial_restore_job(&app.name, &app.uid, None);
+    let retry = record.restore_token(app.app);
+    let find = |name: &str| jobs.iter().find(|job| job.name_any() == name);
+    let already_failed = record.conditions().reason(conditions::RESTORING) == Some("RestoreFailed");
+    let first_failed = match find(&first) {
+        Some(job) => matches!(jobs::state(job), JobState::Failed(_)),
+        // Removed by its TTL after it failed: status still says so.
+        None => already_failed,
+    };
+    let (job_name, retrying) = match retry {
+        Some(token) => {
+            let name = names::initial_restore_job(&app.name, &app.uid, Some(token));
+            if find(&name).is_some() || first_failed {
+                (name, Some(token))
+            } else {
+                (first, None)
+            }
+        }
+        None => (first, None),
+    };
+    let acknowledge = |record: &mut Record, phase, message: &str| {
+        if let Some(token) = retrying {
+            record.status.restore_request = Some(request(token, phase, Some(&job_name), message));
+        }
+    };
+    let state = find(&job_name).map(|job| jobs::state(job));
+    match state {
+        // A failure is reported once; only a new token starts another attempt.
+        None | Some(JobState::Failed(_))
+            if retrying.is_none() && first_failed && already_failed =>
+        {
+            Ok(Plan {
+                // Reported by an earlier pass: the source's claim is released.
+                release_source: requested.is_some(),
+                ..Plan::waiting(Action::await_change())
+            })
+        }
+        None => {
+            if let Some(source) = &source
+                && let Some(missing) = missing_source_backups(app, location, source, reads)?
+            {
+                acknowledge(record, RequestPhase::Failed, &missing);
+                if record.conditions().set(
+                    conditions::RESTORING,
+                    false,
+                    "RestoreSourceMissing",
+                    &missing,
+                ) {
+                    record.note(
+                        EventType::Warning,
+                        "RestoreSourceMissing",
+                        "Restore",
+                        missing.clone(),
+                    );
+                }
+                record
+                    .conditions()
+                    .set(conditions::READY, false, "RestoreSourceMissing", &missing);
+                // The claim may yet be made or bound: look again now and then.
+                return Ok(Plan::waiting(Action::requeue(RESYNC)));
+            }
+            let message = running(record, &job_name);
+            acknowledge(record, RequestPhase::Running, &message);
+            let what = requested.map_or("the newest backup".to_string(), |from| from.describe());
+            record.note(
+                EventType::Normal,
+                "RestoreStarted",
+                "Restore",
+                format!("restoring {what} with Job {job_name} before the app starts"),
+            );
+            Ok(Plan {
+                start: Some((job_name.clone(), MoverTask::initial_restore(app))),
+                ..Plan::waiting(Action::requeue(WAIT))
+            })
+        }
+        Some(JobState::Running) => {
+            let message = running(record, &job_name);
+            acknowledge(record, RequestPhase::Running, &message);
+            Ok(Plan::waiting(Action::requeue(WAIT)))
+        }
+        Some(JobState::Succeeded) => {
+            let summary = reads
+                .message(&job_name)?
+                .and_then(summary::parse_last_line::<RestoreSummary>);
+            let outcome = match summary {
+                Some(RestoreSummary {
+                    restored: true, id, ..
+                }) => Outcome::Restored {
+                    id: id.unwrap_or_default(),
+                    of: source,
+                },
+                _ => Outcome::NoBackup,
+            };
+            acknowledge(record, RequestPhase::Succeeded, &outcome.message());
+            Ok(Plan {
+                step: Step::Done(outcome),
+                start: None,
+                release_source: false,
+            })
+        }
+        Some(JobState::Failed(_)) if already_failed && requested.is_some() => Ok(Plan {
+            // Reported by an earlier pass: the source's claim is released.
+            release_source: true,
+            ..Plan::waiting(Action::await_change())
+        }),
+        Some(JobState::Failed(reason)) => {
+            let message = reads.failure(&job_name, reason)?;
+            let instead = match requested {
+                Some(from) => format!(
+                    "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
+                    from.name
+                ),
+                None => "or set spec.restoreFromExisting to false to start without a restore"
+                    .to_string(),
+            };
+            let full = format!(
+                "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), {instead}",
+                name = app.name,
+                annotation = names::RESTORE_REQUESTED,
+            );
+            acknowledge(record, RequestPhase::Failed, &full);
+            if record
+                .conditions()
+                .set(conditions::RESTORING, false, "RestoreFailed", &full)
+            {
+                record.tallies.push(Tally::RestoreFailed);
+                record.note(EventType::Warning, "RestoreFailed", "Restore", full.clone());
+            }
+            record
+                .conditions()
+                .set(conditions::READY, false, "RestoreFailed", &full);
+            Ok(Plan::waiting(Action::await_change()))
+        }
+    }
+}
+
+/// Why the backups of app `source` (`spec.restoreFrom`) cannot be read, if they cannot:
+/// in a node directory they are reached only through that app's backup claim, which
+/// outlives the app and exists once it has backed up.
+fn missing_source_backups(
+    app: &AppRef,
+    location: &BackupLocation,
+    source: &str,
+    reads: &Reads,
+) -> Result<Option<String>, Unread> {
+    if !matches!(location, BackupLocation::NodeRoot(_)) {
+        // A claim of the namespace holds every app's backups: the mover says if there is none.
+        return Ok(None);
+    }
+    let claim_name = names::backup_claim(source);
+    let why = match reads.claim_phase(&claim_name)? {
+        Some("Bound") => return Ok(None),
+        Some(phase) => format!("its backup claim {claim_name} is {phase}, not Bound"),
+        None => format!(
+            "its backup claim {claim_name} does not exist, so it never backed up in this namespace"
+        ),
+    };
+    Ok(Some(format!(
+        "spec.restoreFrom: the backups of app {source} cannot be read: {why}. The app is not started; name an app with backups (`kubectl hellostateful backups {source}` lists them), or remove spec.restoreFrom to start with empty volumes (status: `kubectl hellostateful status {name}`)",
+        name = app.name
+    )))
+}
+
+/// The status of an ended initial restore, from its durable record: `isRestored`, and a
+/// Restoring condition still True from it is finished (with its event). Runs on every pass
+/// that is not restoring, so that a lost status write is made good by the next pass.
+pub fn finish(app: &AppRef, outcome: &Outcome, record: &mut Record) {
+    if matches!(outcome, Outcome::Restored { .. }) {
+        record.status.is_restored = true;
+    }
+    if !record.conditions().is_true(conditions::RESTORING) {
+        return;
+    }
+    let message = outcome.message();
+    let (reason, event) = match outcome {
+        Outcome::Restored { id, of } => (
+            "Restored",
+            match of {
+                Some(app) => format!("restored backup {id} of app {app}; starting the app"),
+                None => format!("restored backup {id}; starting the app"),
+            },
+        ),
+        Outcome::NoBackup => (
+            "NoBackup",
+            format!(
+                "restoreFromExisting: no backup of {}/{} exists; starting with empty volumes",
+                app.namespace, app.name
+            ),
+        ),
+    };
+    if record
+        .conditions()
+        .set(conditions::RESTORING, false, reason, &message)
+    {
+        if matches!(outcome, Outcome::Restored { .. }) {
+            record.tallies.push(Tally::RestoreSucceeded);
+        }
+        record.note(EventType::Normal, reason, "Restore", event);
+    }
+}
+
+/// Conditions while the restore of a newly created app runs; returns what it says.
+fn running(record: &mut Record, job_name: &str) -> String {
+    let message = format!("Job {job_name} restores the newest backup before the app starts");
+    let mut conditions = record.conditions();
+    conditions.set(conditions::RESTORING, true, "RestoreRunning", &message);
+    conditions.set(
+        conditions::READY,
+        false,
+        "Restoring",
+        "the app starts once its data is restored",
+    );
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, app, reasons};
+    use crate::reads::Read;
+    use hellostateful_api::{HelloStateful, HelloStatefulStatus};
+    use serde_json::json;
+
+    /// A Job of this app's initial restore, ended as `condition` says (None: runs).
+    fn attempt(name: &str, condition: Option<&str>) -> Arc<Job> {
+        fixtures::job(
+            name,
+            Component::Restore,
+            condition,
+            &[(names::ACTION_LABEL, ACTION)],
+        )
+    }
+
+    fn run(
+        app: &HelloStateful,
+        location: &BackupLocation,
+        jobs: &[Arc<Job>],
+        reads: &Reads,
+        status: HelloStatefulStatus,
+    ) -> (Decision<Plan>, Record) {
+        let app_ref = AppRef::new(app).expect("app");
+        let mut record = Record::new(status, Some(1));
+        (plan(&app_ref, location, jobs, reads, &mut record), record)
+    }
+
+    fn claim() -> BackupLocation {
+        BackupLocation::Claim("backups".into())
+    }
+
+    #[test]
+    fn a_new_app_starts_its_restore_job_and_stays_stopped() {
+        let app = app(json!({"restoreFromExisting": true}), json!({}));
+        let (decision, mut record) =
+            run(&app, &claim(), &[], &Reads::default(), Default::default());
+        let plan = decision.done();
+        assert_eq!(plan.step, Step::Wait(Action::requeue(WAIT)));
+        let first = names::initial_restore_job("hello", "uid-1", None);
+        assert_eq!(
+            plan.start.as_ref().map(|(name, _)| name.as_str()),
+            Some(first.as_str())
+        );
+        assert!(record.conditions().is_true(conditions::RESTORING));
+        assert_eq!(reasons(&record), ["RestoreStarted"]);
+        assert!(wanted(&AppRef::new(&app).expect("app"), &[]));
+    }
+
+    #[test]
+    fn another_apps_backups_out_of_reach_keep_the_app_stopped_and_say_why() {
+        let app = app(json!({"restoreFrom": {"name": "old"}}), json!({}));
+        let node_root = BackupLocation::NodeRoot("/tmp/backup".into());
+        let (decision, _) = run(&app, &node_root, &[], &Reads::default(), Default::default());
+        let Decision::Read(read) = decision else {
+            panic!("the source's backup claim is read first");
+        };
+        assert_eq!(read, Read::ClaimPhase(names::backup_claim("old")));
+
+        let mut reads = Reads::default();
+        reads.add_claim_phase(names::backup_claim("old"), None);
+        let (decision, mut record) = run(&app, &node_root, &[], &reads, Default::default());
+        let plan = decision.done();
+        assert_eq!(plan.step, Step::Wait(Action::requeue(RESYNC)));
+        assert_eq!(plan.start, None);
+        assert_eq!(
+            record.conditions().reason(conditions::READY),
+            Some("RestoreSourceMissing")
+        );
+        assert_eq!(reasons(&record), ["RestoreSourceMissing"]);
+
+        reads.add_claim_phase(names::backup_claim("old"), Some("Bound".into()));
+        let (decision, _) = run(&app, &node_root, &[], &reads, Default::default());
+        assert!(decision.done().start.is_some());
+    }
+
+    #[test]
+    fn a_failed_attempt_is_reported_once_and_only_a_new_token_retries_it() {
+        let app = app(json!({"restoreFromExisting": true}), json!({}));
+        let first = names::initial_restore_job("hello", "uid-1", None);
+        let failed = [attempt(&first, Some("Failed"))];
+        let reads = fixtures::message(&first, "error: backup 20261129T150001Z is damaged");
+        let (decision, record) = run(&app, &claim(), &failed, &reads, Default::default());
+        assert_eq!(decision.done(), Plan::waiting(Action::await_change()));
+        assert_eq!(record.tallies, [Tally::RestoreFailed]);
+        assert_eq!(reasons(&record), ["RestoreFailed"]);
+        let reported = record.status;
+
+        // Reported: a later pass, with the Job or after its TTL removed it, reads and says nothing.
+        for jobs in [&failed[..], &[]] {
+            let (decision, record) = run(&app, &claim(), jobs, &Reads::default(), reported.clone());
+            assert_eq!(decision.done(), Plan::waiting(Action::await_change()));
+            assert!(record.notes.is_empty() && record.tallies.is_empty());
+        }
+
+        let retried = fixtures::app(
+            json!({"restoreFromExisting": true}),
+            json!({names::RESTORE_REQUESTED: "t2"}),
+        );
+        let (decision, record) = run(&retried, &claim(), &[], &Reads::default(), reported);
+        let retry = names::initial_restore_job("hello", "uid-1", Some("t2"));
+        assert_eq!(
+            decision.done().start.map(|(name, _)| name),
+            Some(retry.clone())
+        );
+        let request = record
+            .status
+            .restore_request
+            .as_ref()
+            .expect("acknowledged");
+        assert_eq!(
+            (request.phase, request.job.as_deref()),
+            (RequestPhase::Running, Some(retry.as_str()))
+        );
+    }
+
+    #[test]
+    fn a_finished_restore_of_another_app_is_done_with_its_backup_and_recorded() {
+        let app = app(json!({"restoreFrom": {"name": "old"}}), json!({}));
+        let first = names::initial_restore_job("hello", "uid-1", None);
+        let finished = [attempt(&first, Some("Complete"))];
+        let reads = fixtures::message(&first, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, mut record) = run(&app, &claim(), &finished, &reads, Default::default());
+        let outcome = Outcome::Restored {
+            id: "20261129T150001Z".into(),
+            of: Some("old".into()),
+        };
+        assert_eq!(decision.done().step, Step::Done(outcome.clone()));
+        assert_eq!(Outcome::parse(&outcome.record()), Some(outcome.clone()));
+
+        record
+            .conditions()
+            .set(conditions::RESTORING, true, "RestoreRunning", "");
+        finish(&AppRef::new(&app).expect("app"), &outcome, &mut record);
+        assert!(record.status.is_restored);
+        assert_eq!(
+            record.conditions().reason(conditions::RESTORING),
+            Some("Restored")
+        );
+        assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+    }
+}

@@ -1,0 +1,89 @@
+//! What a decision may need that no cache holds: a finished Job's termination message (the
+//! mover's summary), how many of the app's pods are left, and the phase of a claim the
+//! reconciler does not own. A decision that lacks one
+//! returns `Decision::Read`; the controller reads it, adds it to `Reads`, and runs the
+//! decision again from the start, on a fresh copy of the record.
+
+use std::collections::HashMap;
+
+use crate::jobs;
+
+/// A read a decision asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Read {
+    /// The termination message of this Job's pod.
+    Message(String),
+    /// How many pods of the app exist (running or not).
+    AppPods,
+    /// The phase of this claim of the app's namespace, if it exists.
+    ClaimPhase(String),
+}
+
+/// What a decision returns.
+#[derive(Debug)]
+pub enum Decision<P> {
+    Done(P),
+    Read(Read),
+}
+
+/// A read not made yet, as an error, so that decisions can use `?`.
+#[derive(Debug)]
+pub struct Unread(pub Read);
+
+/// The reads made so far in one pass.
+#[derive(Debug, Default)]
+pub struct Reads {
+    messages: HashMap<String, Option<String>>,
+    app_pods: Option<usize>,
+    claim_phases: HashMap<String, Option<String>>,
+}
+
+impl Reads {
+    /// The termination message of `job`'s pod (None: it left none).
+    pub fn message(&self, job: &str) -> Result<Option<&str>, Unread> {
+        self.messages
+            .get(job)
+            .map(Option::as_deref)
+            .ok_or_else(|| Unread(Read::Message(job.to_string())))
+    }
+
+    /// The mover's account of a failed Job, else the Job's own `reason`.
+    pub fn failure(&self, job: &str, reason: String) -> Result<String, Unread> {
+        Ok(match self.message(job)? {
+            Some(message) if !message.is_empty() => jobs::failure_summary(message),
+            _ => reason,
+        })
+    }
+
+    pub fn app_pods(&self) -> Result<usize, Unread> {
+        self.app_pods.ok_or(Unread(Read::AppPods))
+    }
+
+    /// The phase of claim `name` (None: it does not exist).
+    pub fn claim_phase(&self, name: &str) -> Result<Option<&str>, Unread> {
+        self.claim_phases
+            .get(name)
+            .map(Option::as_deref)
+            .ok_or_else(|| Unread(Read::ClaimPhase(name.to_string())))
+    }
+
+    pub fn add_message(&mut self, job: String, message: Option<String>) {
+        self.messages.insert(job, message);
+    }
+
+    pub fn add_app_pods(&mut self, count: usize) {
+        self.app_pods = Some(count);
+    }
+
+    pub fn add_claim_phase(&mut self, name: String, phase: Option<String>) {
+        self.claim_phases.insert(name, phase);
+    }
+}
+
+/// Turns a decision's `Unread` into `Decision::Read`.
+pub fn decided<P>(result: Result<P, Unread>) -> Decision<P> {
+    match result {
+        Ok(plan) => Decision::Done(plan),
+        Err(Unread(read)) => Decision::Read(read),
+    }
+}

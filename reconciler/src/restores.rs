@@ -1,0 +1,394 @@
+//! On-demand restores (the `restore-requested` token): one restore per app at a time, the
+//! app stopped while its Job runs, and the outcome acknowledged in status.
+//!
+//! Deciding is pure: `on_demand` writes status, events and tallies into a `Record` and
+//! returns how many replicas may run and which Job to start; what no cache holds (a Job's
+//! summary, whether the app's pods are gone) it asks for (see `reads`).
+
+use std::sync::Arc;
+
+use hellostateful_api::names::{self, Component};
+use hellostateful_api::summary::{self, RestoreSummary};
+use hellostateful_api::{RequestPhase, RequestStatus, validate};
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+
+use crate::children::{AppRef, MoverTask};
+use crate::conditions;
+use crate::jobs::{self, JobState};
+use crate::reads::{Decision, Reads, Unread, decided};
+use crate::record::{Record, Tally, request};
+
+#[derive(Debug, PartialEq)]
+pub struct Plan {
+    /// The replicas the app may run.
+    pub replicas: i32,
+    /// A restore runs or waits to start: the app must not run, and backups wait.
+    pub in_progress: bool,
+    /// The restore Job to start: its name and task.
+    pub start: Option<(String, MoverTask)>,
+}
+
+impl Plan {
+    fn runs(replicas: i32) -> Self {
+        Self {
+            replicas,
+            in_progress: false,
+            start: None,
+        }
+    }
+
+    fn restoring(start: Option<(String, MoverTask)>) -> Self {
+        Self {
+            replicas: 0,
+            in_progress: true,
+            start,
+        }
+    }
+}
+
+/// Whether a restore request failed after its Job began replacing the live data.
+pub fn interrupted_mid_swap(request: &RequestStatus) -> bool {
+    request.phase == RequestPhase::Failed
+        && request
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(hellostateful_mover::SWAP_INTERRUPTED))
+}
+
+/// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
+/// restore Job, start the app again. Before the app is `initialized` (its initial restore,
+/// if any, is over), a request waits.
+pub fn on_demand(
+    app: &AppRef,
+    jobs: &[Arc<Job>],
+    initialized: bool,
+    reads: &Reads,
+    record: &mut Record,
+) -> Decision<Plan> {
+    decided(decide(app, jobs, initialized, reads, record))
+}
+
+fn decide(
+    app: &AppRef,
+    jobs: &[Arc<Job>],
+    initialized: bool,
+    reads: &Reads,
+    record: &mut Record,
+) -> Result<Plan, Unread> {
+    let replicas = app.app.spec.replicas;
+    let old = record.status.restore_request.clone();
+    // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
+    // app stopped even when its request was withdrawn or replaced.
+    let running_restore = jobs::running(jobs, Component::Restore).map(|job| job.name_any());
+    let token = record.restore_token(app.app);
+    let Some(token) = token else {
+        if let Some(job) = running_restore {
+            record.conditions().set(
+                conditions::RESTORING,
+                true,
+                "RestoreRunning",
+                &format!("Job {job} still restores (its request was withdrawn); the app starts once it ends"),
+            );
+            return Ok(Plan::restoring(None));
+        }
+        if old.as_ref().is_some_and(interrupted_mid_swap) {
+            // Until a new request finishes the swap, some volumes may hold the restored
+            // data and others the old: the app must not run on that.
+            return Ok(Plan::runs(0));
+        }
+        return Ok(Plan::runs(replicas));
+    };
+    let from = app
+        .app
+        .annotations()
+        .get(names::RESTORE_FROM)
+        .map(String::as_str)
+        .unwrap_or("latest");
+    if let Err(error) = validate::restore_from(from) {
+        let message = error.to_string();
+        record.status.restore_request = Some(request(token, RequestPhase::Failed, None, &message));
+        record.note(EventType::Warning, "RestoreRefused", "Restore", message);
+        return Ok(Plan::runs(replicas));
+    }
+    if !initialized {
+        record.status.restore_request = Some(request(
+            token,
+            RequestPhase::Pending,
+            None,
+            "waiting for the app to be created",
+        ));
+        return Ok(Plan::runs(replicas));
+    }
+    let job_name = names::restore_job(&app.name, &app.uid, token);
+    let acknowledge = |record: &mut Record, phase, message: &str, backup_id: Option<String>| {
+        let mut status = request(token, phase, Some(&job_name), message);
+        status.backup_id = backup_id;
+        record.status.restore_request = Some(status);
+    };
+    let job = jobs.iter().find(|job| job.name_any() == job_name);
+    match job.map(|job| jobs::state(job)) {
+        Some(JobState::Running) => {
+            let message = format!("Job {job_name} restores {from}");
+            acknowledge(record, RequestPhase::Running, &message, None);
+            record
+                .conditions()
+                .set(conditions::RESTORING, true, "RestoreRunning", &message);
+            Ok(Plan::restoring(None))
+        }
+        Some(JobState::Succeeded) => {
+            let outcome = reads
+                .message(&job_name)?
+                .and_then(summary::parse_last_line::<RestoreSummary>);
+            let id = outcome
+                .and_then(|o| o.id)
+                .unwrap_or_else(|| from.to_string());
+            let message = format!("restored backup {id}; the app runs {replicas} replica(s) again");
+            acknowledge(record, RequestPhase::Succeeded, &message, Some(id));
+            record.status.is_restored = true;
+            record.tallies.push(Tally::RestoreSucceeded);
+            record
+                .conditions()
+                .set(conditions::RESTORING, false, "Restored", &message);
+            record.note(EventType::Normal, "Restored", "Restore", message);
+            Ok(Plan::runs(replicas))
+        }
+        Some(JobState::Failed(reason)) => {
+            let cause = reads.failure(&job_name, reason)?;
+            let (message, run) = if cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
+                (
+                    format!(
+                        "restore of {from} failed: {cause}. The app stays stopped so that it \
+                         never runs on a mix of old and restored volumes: request the restore \
+                         again (kubectl hellostateful restore {}), which finishes the swap first",
+                        app.name
+                    ),
+                    0,
+                )
+            } else {
+                (
+                    format!("restore of {from} failed: {cause}; the live data was not replaced"),
+                    replicas,
+                )
+            };
+            acknowledge(record, RequestPhase::Failed, &message, None);
+            record.tallies.push(Tally::RestoreFailed);
+            record
+                .conditions()
+                .set(conditions::RESTORING, false, "RestoreFailed", &message);
+            record.note(EventType::Warning, "RestoreFailed", "Restore", message);
+            Ok(Plan::runs(run))
+        }
+        None => {
+            let backup = jobs::running(jobs, Component::Backup);
+            let mut start = None;
+            let (phase, message) = if let Some(other) = &running_restore {
+                (
+                    RequestPhase::Pending,
+                    format!("waiting for restore Job {other} to finish: one restore at a time"),
+                )
+            } else if let Some(backup) = backup {
+                (
+                    RequestPhase::Pending,
+                    format!("waiting for backup Job {} to finish", backup.name_any()),
+                )
+            } else {
+                match reads.app_pods()? {
+                    0 => {
+                        // Its Job ran once already (status says so) and is gone: its TTL
+                        // removed it before its outcome could be recorded (the reconciler
+                        // was down that long). The app has stayed stopped; restoring the same
+                        // backup again is safe and gives the one outcome that can be reported.
+                        let lost = old.as_ref().is_some_and(|request| {
+                            request.token == token
+                                && request.phase == RequestPhase::Running
+                                && request.job.as_deref() == Some(job_name.as_str())
+                        });
+                        let started = if lost {
+                            format!(
+                                "restoring {from} again with Job {job_name}: the first run's Job was removed before its outcome was recorded; the app stays stopped meanwhile"
+                            )
+                        } else {
+                            format!(
+                                "restoring {from} with Job {job_name}; the app is stopped meanwhile"
+                            )
+                        };
+                        record.note(EventType::Normal, "RestoreStarted", "Restore", started);
+                        let task = MoverTask::Restore {
+                            from: from.to_string(),
+                            if_exists: false,
+                            source: None,
+                        };
+                        start = Some((job_name.clone(), task));
+                        (
+                            RequestPhase::Running,
+                            format!("Job {job_name} restores {from}"),
+                        )
+                    }
+                    pods => (
+                        RequestPhase::Pending,
+                        format!("stopping the app: waiting for {pods} pod(s) to exit"),
+                    ),
+                }
+            };
+            record
+                .conditions()
+                .set(conditions::RESTORING, true, "RestoreRunning", &message);
+            acknowledge(record, phase, &message, None);
+            Ok(Plan::restoring(start))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{self, reasons};
+    use crate::reads::Read;
+    use hellostateful_api::{HelloStateful, HelloStatefulStatus};
+    use serde_json::{Value, json};
+
+    const TOKEN: &str = "2026-11-29T16:00:00Z";
+
+    fn app(annotations: Value) -> HelloStateful {
+        fixtures::app(json!({"replicas": 2}), annotations)
+    }
+
+    fn job(name: &str, component: Component, condition: Option<&str>) -> Arc<Job> {
+        fixtures::job(name, component, condition, &[])
+    }
+
+    fn run(
+        app: &HelloStateful,
+        jobs: &[Arc<Job>],
+        reads: &Reads,
+        status: HelloStatefulStatus,
+    ) -> (Decision<Plan>, Record) {
+        let app_ref = AppRef::new(app).expect("app");
+        let mut record = Record::new(status, Some(1));
+        let decision = on_demand(&app_ref, jobs, true, reads, &mut record);
+        (decision, record)
+    }
+
+    fn pods(count: usize) -> Reads {
+        let mut reads = Reads::default();
+        reads.add_app_pods(count);
+        reads
+    }
+
+    #[test]
+    fn a_request_stops_the_app_and_starts_its_job_only_once_the_pods_are_gone() {
+        let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let (decision, _) = run(&app, &[], &Reads::default(), Default::default());
+        assert!(matches!(decision, Decision::Read(Read::AppPods)));
+
+        let (decision, record) = run(&app, &[], &pods(2), Default::default());
+        let plan = decision.done();
+        assert_eq!(plan, Plan::restoring(None));
+        let request = record
+            .status
+            .restore_request
+            .as_ref()
+            .expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Pending);
+        assert!(
+            request
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("2 pod(s)"))
+        );
+
+        let (decision, record) = run(&app, &[], &pods(0), Default::default());
+        let plan = decision.done();
+        let job_name = names::restore_job("hello", "uid-1", TOKEN);
+        assert_eq!(plan.replicas, 0);
+        assert_eq!(
+            plan.start.as_ref().map(|(name, _)| name.as_str()),
+            Some(job_name.as_str())
+        );
+        assert_eq!(reasons(&record), ["RestoreStarted"]);
+    }
+
+    #[test]
+    fn a_second_token_waits_for_the_restore_that_runs_without_asking_about_pods() {
+        let app = app(json!({names::RESTORE_REQUESTED: "t2"}));
+        let first = job(
+            &names::restore_job("hello", "uid-1", "t1"),
+            Component::Restore,
+            None,
+        );
+        let (decision, record) = run(&app, &[first], &Reads::default(), Default::default());
+        let plan = decision.done();
+        assert_eq!(plan, Plan::restoring(None));
+        let request = record
+            .status
+            .restore_request
+            .as_ref()
+            .expect("acknowledged");
+        assert!(
+            request
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("one restore at a time"))
+        );
+    }
+
+    #[test]
+    fn a_withdrawn_request_keeps_the_app_stopped_while_its_job_runs() {
+        let app = app(json!({}));
+        let first = job(
+            &names::restore_job("hello", "uid-1", "t1"),
+            Component::Restore,
+            None,
+        );
+        let (decision, mut record) = run(&app, &[first], &Reads::default(), Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None));
+        assert!(record.conditions().is_true(conditions::RESTORING));
+
+        let (decision, _) = run(&app, &[], &Reads::default(), Default::default());
+        assert_eq!(decision.done(), Plan::runs(2));
+    }
+
+    #[test]
+    fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_until_asked_again() {
+        let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let job_name = names::restore_job("hello", "uid-1", TOKEN);
+        let failed = job(&job_name, Component::Restore, Some("Failed"));
+        let cause = format!("error: {}: volume 1", hellostateful_mover::SWAP_INTERRUPTED);
+        let reads = fixtures::message(&job_name, &cause);
+        let (decision, record) = run(&app, &[failed], &reads, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0));
+        assert_eq!(record.tallies, [Tally::RestoreFailed]);
+
+        // Acknowledged: the token is done, and the app still does not run.
+        let (decision, _) = run(&app, &[], &Reads::default(), record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(0));
+    }
+
+    #[test]
+    fn a_finished_restore_names_its_backup_and_starts_the_app() {
+        let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let job_name = names::restore_job("hello", "uid-1", TOKEN);
+        let finished = job(&job_name, Component::Restore, Some("Complete"));
+        let (decision, _) = run(
+            &app,
+            std::slice::from_ref(&finished),
+            &Reads::default(),
+            Default::default(),
+        );
+        assert!(matches!(decision, Decision::Read(Read::Message(name)) if name == job_name));
+
+        let reads = fixtures::message(&job_name, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, record) = run(&app, &[finished], &reads, Default::default());
+        assert_eq!(decision.done(), Plan::runs(2));
+        let request = record
+            .status
+            .restore_request
+            .as_ref()
+            .expect("acknowledged");
+        assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
+        assert!(record.status.is_restored);
+        assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+    }
+}

@@ -1,0 +1,612 @@
+//! The app's storage: static data volumes pinned to the node that holds the data, each
+//! ordinal's claim, and the backup volume and claim of a node-directory backup location.
+//!
+//! Deciding is pure: `plan` reads what the cache holds (`Observed`) and returns the writes to
+//! make, in order, what status says of the data node, and whether the app may go on. The
+//! controller performs the writes.
+
+use std::sync::Arc;
+
+use hellostateful_api::names;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+
+use crate::Error;
+use crate::cache::Cache;
+use crate::children::{self, AppRef};
+use crate::kept::{ClaimView, Kept, VolumeView};
+use crate::location::BackupLocation;
+use crate::placement;
+
+/// What the cache holds of an app's storage, and what decides its node.
+pub struct Observed {
+    /// Each ordinal's data claim, in ordinal order.
+    pub claims: Vec<Option<Arc<Kept<ClaimView>>>>,
+    /// The app's static data volumes.
+    pub volumes: Vec<Arc<Kept<VolumeView>>>,
+    /// The data node status last recorded.
+    pub status_node: Option<String>,
+    /// The node of the node-directory backups a new app restores, if any.
+    pub restore_node: Option<String>,
+    pub nodes: Vec<Arc<Node>>,
+    /// With a node-directory location: its volume, claim, and the namespace's uid.
+    pub backup: Option<BackupObserved>,
+}
+
+pub struct BackupObserved {
+    pub volume: Option<Arc<Kept<VolumeView>>>,
+    pub claim: Option<Arc<Kept<ClaimView>>>,
+    /// Recorded on the backup volume, so that a later namespace of the same name never
+    /// reaches this one's backups.
+    pub namespace_uid: String,
+}
+
+impl Observed {
+    /// Reads the app's storage from the cache. `namespace_uid` is needed (and only read)
+    /// for a node-directory location.
+    pub fn from_cache(
+        cache: &Cache,
+        app: &AppRef,
+        location: &BackupLocation,
+        status_node: Option<String>,
+        namespace_uid: Option<String>,
+    ) -> Self {
+        let backup = namespace_uid
+            .filter(|_| matches!(location, BackupLocation::NodeRoot(_)))
+            .map(|namespace_uid| BackupObserved {
+                volume: cache.volume(&names::backup_volume(&app.namespace, &app.name)),
+                claim: cache.claim(&app.namespace, &names::backup_claim(&app.name)),
+                namespace_uid,
+            });
+        Self {
+            claims: app
+                .ordinals()
+                .map(|ordinal| cache.claim(&app.namespace, &names::claim(&app.name, ordinal)))
+                .collect(),
+            volumes: cache.data_volumes(&app.namespace, &app.name),
+            status_node,
+            restore_node: restore_node(cache, app, location),
+            nodes: cache.nodes(),
+            backup,
+        }
+    }
+}
+
+/// The node that holds the backups a new app restores (its own, or `spec.restoreFrom`'s),
+/// when they are in a node directory: the data must be made there for the restore Job to
+/// mount both. Found through the backup claim, which binds only that app's directory.
+fn restore_node(cache: &Cache, app: &AppRef, location: &BackupLocation) -> Option<String> {
+    let spec = &app.app.spec;
+    let owner = match &spec.restore_from {
+        Some(from) => &from.name,
+        None if spec.restore_from_existing => &app.name,
+        None => return None,
+    };
+    if !matches!(location, BackupLocation::NodeRoot(_)) {
+        return None;
+    }
+    let claim = cache.claim(&app.namespace, &names::backup_claim(owner));
+    // Only a Bound claim's volumeName is the volume's: a tenant may write any name there.
+    let bound = claim.filter(|c| c.view.bound);
+    let volume = bound.and_then(|c| c.view.volume_name.clone())?;
+    cache.volume(&volume)?.view.node.clone()
+}
+
+/// A write the plan asks for.
+#[derive(Debug)]
+pub enum Write {
+    /// Apply a PersistentVolume (cluster-wide).
+    Volume(Box<PersistentVolume>),
+    /// Apply a claim in the app's namespace.
+    Claim(Box<PersistentVolumeClaim>),
+    DeleteClaim(String),
+    DeleteVolume(String),
+    /// Clear a Released volume's claim reference, so that a new claim of the same name binds.
+    Reopen(String),
+}
+
+/// What status says of the data node.
+#[derive(Debug, PartialEq)]
+pub enum NodeName {
+    Keep,
+    Set(String),
+    Clear,
+}
+
+/// Whether the app may go on past its storage.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Ready,
+    /// Something must go away first: Ready=False with this reason.
+    Wait {
+        reason: &'static str,
+        message: String,
+    },
+    /// No node can hold the data.
+    NoNode(String),
+    /// Refused until a cluster admin acts: Ready=False, and a Warning event.
+    Refused {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+#[derive(Debug)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    pub node_name: NodeName,
+    pub verdict: Verdict,
+}
+
+impl Plan {
+    fn ending(self, verdict: Verdict) -> Self {
+        Self { verdict, ..self }
+    }
+
+    fn waiting(self, reason: &'static str, message: String) -> Self {
+        self.ending(Verdict::Wait { reason, message })
+    }
+}
+
+/// The writes that put the app's storage in place, from what is observed.
+pub fn plan(app: &AppRef, location: &BackupLocation, observed: &Observed) -> Result<Plan, Error> {
+    let mut plan = Plan {
+        writes: Vec::new(),
+        node_name: NodeName::Keep,
+        verdict: Verdict::Ready,
+    };
+    let node = if app.app.spec.storage_class().is_none() {
+        let node = match data_node(app, observed, &observed.volumes) {
+            Ok(node) => node,
+            Err(why) => return Ok(plan.ending(Verdict::NoNode(why))),
+        };
+        for (ordinal, claim) in app.ordinals().zip(&observed.claims) {
+            // A claim made by 0.1.0 is bound to a volume of the old name: keep using it.
+            let bound_to = claim.as_ref().and_then(|c| c.view.volume_name.clone());
+            let name = bound_to
+                .filter(|bound| observed.volumes.iter().any(|v| v.name() == bound))
+                .unwrap_or_else(|| names::volume(&app.namespace, &app.name, ordinal));
+            match observed.volumes.iter().find(|v| v.name() == name) {
+                Some(old) if old.deleting => {
+                    return Ok(plan.waiting(
+                        "OldVolumeReleasing",
+                        format!(
+                            "waiting for PersistentVolume {name} of an earlier app of this name to be released"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => plan.writes.push(Write::Volume(Box::new(children::volume(
+                    app, ordinal, &node,
+                )?))),
+            }
+        }
+        Some(node)
+    } else {
+        None
+    };
+    for (ordinal, claim) in app.ordinals().zip(&observed.claims) {
+        match claim {
+            Some(old) if old.deleting => {
+                return Ok(plan.waiting(
+                    "OldClaimReleasing",
+                    format!(
+                        "waiting for PersistentVolumeClaim {} of an earlier app of this name to be deleted",
+                        names::claim(&app.name, ordinal)
+                    ),
+                ));
+            }
+            // Claims are immutable once made: never rewritten.
+            Some(_) => {}
+            None => plan
+                .writes
+                .push(Write::Claim(Box::new(children::claim(app, ordinal)?))),
+        }
+    }
+    plan.node_name = match &node {
+        Some(node) => NodeName::Set(node.clone()),
+        // Dynamic volumes with node-directory backups: status keeps the backups' node.
+        None if matches!(location, BackupLocation::NodeRoot(_)) => NodeName::Keep,
+        None => NodeName::Clear,
+    };
+    let (BackupLocation::NodeRoot(root), Some(backup)) = (location, &observed.backup) else {
+        return Ok(plan);
+    };
+    // Dynamic volumes with node-directory backups: the backups still need one node.
+    let node = match node {
+        Some(node) => node,
+        None => match data_node(app, observed, &[]) {
+            Ok(node) => node,
+            Err(why) => return Ok(plan.ending(Verdict::NoNode(why))),
+        },
+    };
+    plan.node_name = NodeName::Set(node.clone());
+    backup_storage(app, root, &node, backup, plan)
+}
+
+/// The node of the app's static volumes: where existing volumes are pinned, else where the
+/// status says, else where the backups to restore are, else one the app's pods can run on
+/// (see `placement`). `Err` says why no node can.
+fn data_node(
+    app: &AppRef,
+    observed: &Observed,
+    volumes: &[Arc<Kept<VolumeView>>],
+) -> Result<String, String> {
+    if let Some(node) = volumes.iter().find_map(|volume| volume.view.node.clone()) {
+        return Ok(node);
+    }
+    if let Some(node) = observed
+        .status_node
+        .as_ref()
+        .or(observed.restore_node.as_ref())
+    {
+        return Ok(node.clone());
+    }
+    let spec = &app.app.spec;
+    placement::choose(
+        &observed.nodes,
+        &spec.node_selector.clone().unwrap_or_default(),
+        spec.tolerations.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The app's backup directory under a node root: a static volume pre-bound to a claim in
+/// the app's namespace.
+fn backup_storage(
+    app: &AppRef,
+    root: &str,
+    node: &str,
+    backup: &BackupObserved,
+    mut plan: Plan,
+) -> Result<Plan, Error> {
+    let volume_name = names::backup_volume(&app.namespace, &app.name);
+    let claim_name = names::backup_claim(&app.name);
+    let path = names::backup_host_path(root, &app.namespace, &app.name);
+    match &backup.volume {
+        None => plan
+            .writes
+            .push(Write::Volume(Box::new(children::backup_volume(
+                app,
+                root,
+                node,
+                &backup.namespace_uid,
+            )?))),
+        Some(volume) if volume.deleting => {
+            return Ok(plan.waiting(
+                "BackupVolumeReleasing",
+                format!("waiting for the old PersistentVolume {volume_name} to be deleted"),
+            ));
+        }
+        Some(volume) if volume.view.namespace_uid.as_ref() != Some(&backup.namespace_uid) => {
+            return Ok(plan.ending(Verdict::Refused {
+                reason: "BackupsOfAnotherNamespace",
+                message: format!(
+                    "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {volume_name}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
+                    app.namespace
+                ),
+            }));
+        }
+        Some(volume) if volume.view.host_path.as_ref() != Some(&path) => {
+            // The spec moved to another allowed root: the volume's path is immutable, so it
+            // is made anew once its claim is gone. The old snapshots stay on the node.
+            match &backup.claim {
+                Some(claim) if !claim.deleting => plan.writes.push(Write::DeleteClaim(claim_name)),
+                Some(_) => {}
+                None => plan.writes.push(Write::DeleteVolume(volume_name)),
+            }
+            let current = volume.view.host_path.as_deref().unwrap_or("?");
+            return Ok(plan.waiting(
+                "BackupRootChanging",
+                format!("moving backups to {path}: earlier snapshots stay in {current}"),
+            ));
+        }
+        Some(volume) => {
+            if volume.view.released {
+                // Its claim was deleted (by hand, or with its namespace, which is the same
+                // namespace: the uid matched): let a new claim of the same name bind.
+                plan.writes.push(Write::Reopen(volume_name));
+            }
+        }
+    }
+    match &backup.claim {
+        None => plan
+            .writes
+            .push(Write::Claim(Box::new(children::backup_claim(app)?))),
+        Some(claim) if claim.deleting => {
+            return Ok(plan.waiting(
+                "BackupClaimReleasing",
+                format!("waiting for the old PersistentVolumeClaim {claim_name} to be deleted"),
+            ));
+        }
+        Some(_) => {}
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::children::tests::app;
+    use crate::kept::Cached;
+    use hellostateful_api::HelloStateful;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    const ROOT: &str = "/tmp/backup";
+
+    fn node_root() -> BackupLocation {
+        BackupLocation::NodeRoot(ROOT.into())
+    }
+
+    fn ready_node(name: &str) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "spec": {},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }))
+            .expect("a valid Node"),
+        )
+    }
+
+    fn nothing(app: &HelloStateful) -> Observed {
+        Observed {
+            claims: vec![None; app.spec.replicas.max(0) as usize],
+            volumes: Vec::new(),
+            status_node: None,
+            restore_node: None,
+            nodes: vec![ready_node("node-a")],
+            backup: None,
+        }
+    }
+
+    fn deleting<K: kube::Resource>(mut object: K) -> K {
+        object.meta_mut().deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        object
+    }
+
+    fn written(plan: &Plan) -> Vec<String> {
+        plan.writes
+            .iter()
+            .map(|write| match write {
+                Write::Volume(volume) => {
+                    format!("volume {}", volume.metadata.name.as_deref().unwrap_or("?"))
+                }
+                Write::Claim(claim) => {
+                    format!("claim {}", claim.metadata.name.as_deref().unwrap_or("?"))
+                }
+                Write::DeleteClaim(name) => format!("delete claim {name}"),
+                Write::DeleteVolume(name) => format!("delete volume {name}"),
+                Write::Reopen(name) => format!("reopen volume {name}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_app_gets_a_volume_per_ordinal_on_a_node_it_can_run_on_then_its_claims() {
+        let app = app(json!({"replicas": 2}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.nodes = vec![ready_node("node-b")];
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        assert_eq!(
+            written(&plan),
+            [
+                format!("volume {}", names::volume("ns1", "hello", 0)),
+                format!("volume {}", names::volume("ns1", "hello", 1)),
+                format!("claim {}", names::claim("hello", 0)),
+                format!("claim {}", names::claim("hello", 1)),
+            ]
+        );
+        let Write::Volume(volume) = &plan.writes[0] else {
+            panic!("a volume first");
+        };
+        assert_eq!(children::volume_node(volume).as_deref(), Some("node-b"));
+        assert_eq!(plan.node_name, NodeName::Set("node-b".into()));
+        assert_eq!(plan.verdict, Verdict::Ready);
+    }
+
+    #[test]
+    fn existing_volumes_keep_their_node_and_nothing_is_rewritten() {
+        let app = app(json!({"replicas": 1}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.volumes = vec![Arc::new(
+            children::volume(&app_ref, 0, "node-old")
+                .expect("volume")
+                .keep(),
+        )];
+        observed.claims = vec![Some(Arc::new(
+            children::claim(&app_ref, 0).expect("claim").keep(),
+        ))];
+        observed.status_node = Some("node-status".into());
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        assert!(plan.writes.is_empty(), "{:?}", written(&plan));
+        assert_eq!(plan.node_name, NodeName::Set("node-old".into()));
+        assert_eq!(plan.verdict, Verdict::Ready);
+    }
+
+    #[test]
+    fn an_old_volume_or_claim_being_deleted_is_waited_for() {
+        let app = app(json!({"replicas": 2}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        let old = deleting(children::volume(&app_ref, 1, "node-a").expect("volume"));
+        observed.volumes = vec![Arc::new(old.keep())];
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        // Ordinal 0's volume is made meanwhile; nothing after the one that is going away.
+        assert_eq!(
+            written(&plan),
+            [format!("volume {}", names::volume("ns1", "hello", 0))]
+        );
+        assert!(matches!(
+            plan.verdict,
+            Verdict::Wait {
+                reason: "OldVolumeReleasing",
+                ..
+            }
+        ));
+        assert_eq!(plan.node_name, NodeName::Keep);
+
+        let mut observed = nothing(&app);
+        observed.claims[0] = Some(Arc::new(
+            deleting(children::claim(&app_ref, 0).expect("claim")).keep(),
+        ));
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        assert!(matches!(
+            plan.verdict,
+            Verdict::Wait {
+                reason: "OldClaimReleasing",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn no_node_fit_for_the_app_is_said_and_nothing_is_made() {
+        let app = app(json!({"replicas": 1}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.nodes = Vec::new();
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        assert!(plan.writes.is_empty());
+        assert!(
+            matches!(plan.verdict, Verdict::NoNode(_)),
+            "{:?}",
+            plan.verdict
+        );
+    }
+
+    #[test]
+    fn dynamic_volumes_make_only_claims_and_clear_the_node_unless_backups_need_one() {
+        let app = app(json!({"replicas": 1, "storage": {"storageClassName": "fast"}}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.status_node = Some("node-a".into());
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        assert_eq!(
+            written(&plan),
+            [format!("claim {}", names::claim("hello", 0))]
+        );
+        assert_eq!(plan.node_name, NodeName::Clear);
+
+        // Node-directory backups keep the node status names, and get their volume there.
+        observed.backup = Some(BackupObserved {
+            volume: None,
+            claim: None,
+            namespace_uid: "ns-uid".into(),
+        });
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        assert_eq!(
+            written(&plan),
+            [
+                format!("claim {}", names::claim("hello", 0)),
+                format!("volume {}", names::backup_volume("ns1", "hello")),
+                format!("claim {}", names::backup_claim("hello")),
+            ]
+        );
+        let Write::Volume(volume) = &plan.writes[1] else {
+            panic!("the backup volume second");
+        };
+        assert_eq!(children::volume_node(volume).as_deref(), Some("node-a"));
+        assert_eq!(plan.node_name, NodeName::Set("node-a".into()));
+    }
+
+    #[test]
+    fn a_new_app_is_made_where_the_backups_it_restores_are() {
+        let app = app(json!({"replicas": 1, "restoreFromExisting": true}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.nodes = vec![ready_node("node-a"), ready_node("node-b")];
+        observed.restore_node = Some("node-b".into());
+        let plan =
+            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        assert_eq!(plan.node_name, NodeName::Set("node-b".into()));
+    }
+
+    fn backup_volume(app: &AppRef, path_root: &str, uid: &str) -> PersistentVolume {
+        children::backup_volume(app, path_root, "node-a", uid).expect("backup volume")
+    }
+
+    #[test]
+    fn a_backup_volume_of_an_earlier_namespace_of_the_same_name_is_refused() {
+        let app = app(json!({"replicas": 1}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        observed.backup = Some(BackupObserved {
+            volume: Some(Arc::new(backup_volume(&app_ref, ROOT, "old-uid").keep())),
+            claim: None,
+            namespace_uid: "new-uid".into(),
+        });
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let Verdict::Refused { reason, message } = &plan.verdict else {
+            panic!("refused: {:?}", plan.verdict);
+        };
+        assert_eq!(*reason, "BackupsOfAnotherNamespace");
+        assert!(message.contains("a cluster admin must remove"), "{message}");
+        assert!(
+            !written(&plan).iter().any(|w| w.contains("backup")),
+            "nothing is written to the old backups: {:?}",
+            written(&plan)
+        );
+    }
+
+    #[test]
+    fn a_moved_root_deletes_the_claim_then_the_volume_and_a_released_volume_is_reopened() {
+        let app = app(json!({"replicas": 1}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let mut observed = nothing(&app);
+        let claim = Arc::new(children::backup_claim(&app_ref).expect("claim").keep());
+        observed.backup = Some(BackupObserved {
+            volume: Some(Arc::new(
+                backup_volume(&app_ref, "/srv/elsewhere", "ns-uid").keep(),
+            )),
+            claim: Some(claim),
+            namespace_uid: "ns-uid".into(),
+        });
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        assert_eq!(
+            written(&plan)[2..],
+            [format!("delete claim {}", names::backup_claim("hello"))]
+        );
+        assert!(matches!(
+            plan.verdict,
+            Verdict::Wait {
+                reason: "BackupRootChanging",
+                ..
+            }
+        ));
+
+        if let Some(backup) = observed.backup.as_mut() {
+            backup.claim = None;
+        }
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        assert_eq!(
+            written(&plan)[2..],
+            [format!(
+                "delete volume {}",
+                names::backup_volume("ns1", "hello")
+            )]
+        );
+
+        let mut released = backup_volume(&app_ref, ROOT, "ns-uid");
+        released.status =
+            Some(serde_json::from_value(json!({"phase": "Released"})).expect("status"));
+        if let Some(backup) = observed.backup.as_mut() {
+            backup.volume = Some(Arc::new(released.keep()));
+        }
+        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        assert_eq!(
+            written(&plan)[2..],
+            [
+                format!("reopen volume {}", names::backup_volume("ns1", "hello")),
+                format!("claim {}", names::backup_claim("hello")),
+            ]
+        );
+        assert_eq!(plan.verdict, Verdict::Ready);
+    }
+}
