@@ -890,7 +890,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         .as_ref()
         .and_then(|sts| sts.view.claim_templates());
     if let Some(templates) = &claim_templates {
-        report_storage_drift(pass, templates);
+        let claims = cache.data_claims(&app.namespace, &app.name);
+        storage::report_drift(app, templates, claims, &mut pass.record);
     }
     let record = initial_outcome.as_ref().map(initial::Outcome::record);
     let desired =
@@ -1089,62 +1090,6 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
         );
     }
     Ok(())
-}
-
-/// Says whether the volumes are as the spec asks: a size or class changed after they were
-/// made, and the volumes of replicas the spec no longer has (kept with their data, as the
-/// StatefulSet keeps them), are reported (condition StorageApplied and an event), not
-/// silently taken as applied.
-fn report_storage_drift(pass: &mut Pass<'_>, claim_templates: &[PersistentVolumeClaim]) {
-    let app = pass.app;
-    let mut kept: Vec<(i32, String)> = pass
-        .ctx
-        .cache
-        .data_claims(&app.namespace, &app.name)
-        .into_iter()
-        .filter_map(|claim| Some((names::claim_ordinal(&app.name, &claim)?, claim)))
-        .filter(|(ordinal, _)| *ordinal >= app.app.spec.replicas)
-        .collect();
-    kept.sort();
-    let kept = (!kept.is_empty()).then(|| {
-        let claims: Vec<_> = kept.into_iter().map(|(_, claim)| claim).collect();
-        format!(
-            "spec.replicas is {}: the volumes of the removed replicas are kept with their data (PersistentVolumeClaims {}); scaling up again brings those replicas back on them, and deleting the app releases them",
-            app.app.spec.replicas,
-            claims.join(", ")
-        )
-    });
-    let (reason, message) = match (children::storage_drift(app, claim_templates), kept) {
-        (Some(drift), kept) => (
-            "StorageImmutable",
-            [Some(drift), kept]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
-        (None, Some(kept)) => ("RemovedReplicasVolumesKept", kept),
-        (None, None) => {
-            pass.conditions().set(
-                conditions::STORAGE_APPLIED,
-                true,
-                "Applied",
-                "the volumes have the size and class the spec asks for",
-            );
-            return;
-        }
-    };
-    if pass
-        .conditions()
-        .set(conditions::STORAGE_APPLIED, false, reason, &message)
-    {
-        // Kept volumes are how StatefulSets work, not a mistake in the spec.
-        let kind = match reason {
-            "StorageImmutable" => EventType::Warning,
-            _ => EventType::Normal,
-        };
-        pass.note(kind, reason, "Apply", message);
-    }
 }
 
 /// The message of the Job controller's newest FailedCreate event for Job `name`, if any.

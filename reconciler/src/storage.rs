@@ -9,13 +9,16 @@ use std::sync::Arc;
 
 use hellostateful_api::names;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use kube::runtime::events::EventType;
 
 use crate::Error;
 use crate::cache::Cache;
 use crate::children::{self, AppRef};
+use crate::conditions;
 use crate::kept::{ClaimView, Kept, VolumeView};
 use crate::location::BackupLocation;
 use crate::placement;
+use crate::record::Record;
 
 /// What the cache holds of an app's storage, and what decides its node.
 pub struct Observed {
@@ -322,6 +325,64 @@ fn backup_storage(
     Ok(plan)
 }
 
+/// Says whether the volumes are as the spec asks: a size or class changed after they were
+/// made, and the volumes of replicas the spec no longer has (kept with their data, as the
+/// StatefulSet keeps them), are reported (condition StorageApplied and an event), not
+/// silently taken as applied. `data_claims` are the names of the app's data claims, of
+/// every ordinal that ever ran.
+pub fn report_drift(
+    app: &AppRef,
+    claim_templates: &[PersistentVolumeClaim],
+    data_claims: Vec<String>,
+    record: &mut Record,
+) {
+    let mut kept: Vec<(i32, String)> = data_claims
+        .into_iter()
+        .filter_map(|claim| Some((names::claim_ordinal(&app.name, &claim)?, claim)))
+        .filter(|(ordinal, _)| *ordinal >= app.app.spec.replicas)
+        .collect();
+    kept.sort();
+    let kept = (!kept.is_empty()).then(|| {
+        let claims: Vec<_> = kept.into_iter().map(|(_, claim)| claim).collect();
+        format!(
+            "spec.replicas is {}: the volumes of the removed replicas are kept with their data (PersistentVolumeClaims {}); scaling up again brings those replicas back on them, and deleting the app releases them",
+            app.app.spec.replicas,
+            claims.join(", ")
+        )
+    });
+    let (reason, message) = match (children::storage_drift(app, claim_templates), kept) {
+        (Some(drift), kept) => (
+            "StorageImmutable",
+            [Some(drift), kept]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        (None, Some(kept)) => ("RemovedReplicasVolumesKept", kept),
+        (None, None) => {
+            record.conditions().set(
+                conditions::STORAGE_APPLIED,
+                true,
+                "Applied",
+                "the volumes have the size and class the spec asks for",
+            );
+            return;
+        }
+    };
+    if record
+        .conditions()
+        .set(conditions::STORAGE_APPLIED, false, reason, &message)
+    {
+        // Kept volumes are how StatefulSets work, not a mistake in the spec.
+        let kind = match reason {
+            "StorageImmutable" => EventType::Warning,
+            _ => EventType::Normal,
+        };
+        record.note(kind, reason, "Apply", message);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,5 +669,61 @@ mod tests {
             ]
         );
         assert_eq!(plan.verdict, Verdict::Ready);
+    }
+
+    #[test]
+    fn volumes_that_cannot_follow_the_spec_are_reported_and_kept_ones_said_plainly() {
+        let made = app(json!({"replicas": 3, "storage": {"size": "1Gi"}}));
+        let made_ref = AppRef::new(&made).expect("app");
+        let templates = [children::claim(&made_ref, 0).expect("claim")];
+        let claims = |ordinals: &[i32]| -> Vec<String> {
+            ordinals.iter().map(|o| names::claim("hello", *o)).collect()
+        };
+        let report = |spec: serde_json::Value, existing: Vec<String>| {
+            let app = app(spec);
+            let mut record = Record::new(Default::default(), Some(1));
+            report_drift(
+                &AppRef::new(&app).expect("app"),
+                &templates,
+                existing,
+                &mut record,
+            );
+            let conditions = record.conditions();
+            let reason = conditions
+                .reason(conditions::STORAGE_APPLIED)
+                .map(str::to_string);
+            let message = conditions
+                .message(conditions::STORAGE_APPLIED)
+                .unwrap_or_default()
+                .to_string();
+            let events: Vec<_> = record.notes.iter().map(|n| (n.kind, n.reason)).collect();
+            (reason, message, events)
+        };
+
+        let (reason, _, events) = report(
+            json!({"replicas": 3, "storage": {"size": "1Gi"}}),
+            claims(&[0, 1, 2]),
+        );
+        assert_eq!(reason.as_deref(), Some("Applied"));
+        assert!(events.is_empty());
+
+        let (reason, message, events) = report(
+            json!({"replicas": 1, "storage": {"size": "1Gi"}}),
+            claims(&[0, 10, 2]),
+        );
+        assert_eq!(reason.as_deref(), Some("RemovedReplicasVolumesKept"));
+        assert!(
+            message.contains("PersistentVolumeClaims data-hello-2, data-hello-10"),
+            "{message}"
+        );
+        assert_eq!(events, [(EventType::Normal, "RemovedReplicasVolumesKept")]);
+
+        let (reason, message, events) = report(
+            json!({"replicas": 3, "storage": {"size": "5Gi"}}),
+            claims(&[0, 1, 2]),
+        );
+        assert_eq!(reason.as_deref(), Some("StorageImmutable"));
+        assert!(message.contains("5Gi"), "{message}");
+        assert_eq!(events, [(EventType::Warning, "StorageImmutable")]);
     }
 }
