@@ -40,7 +40,7 @@ use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
 use crate::progress;
-use crate::reads::{Decision, Read, Reads};
+use crate::reads::{self, Decision, Read, Reads};
 use crate::record::{self, Record, Tally};
 use crate::restores;
 use crate::storage;
@@ -1053,25 +1053,11 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
     let now = k8s_openapi::jiff::Timestamp::now();
     let patience = k8s_openapi::jiff::SignedDuration::try_from(START_PATIENCE)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
-    for job in jobs {
-        let stopped = job.annotations().contains_key(names::STOPPED_BECAUSE);
-        if !jobs::is_active(job) || stopped || !jobs::older_than(job, now, patience) {
-            continue;
-        }
-        let name = job.name_any();
-        let pods = pass
-            .api::<Pod>()
-            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={name}")))
-            .await?
-            .items;
-        // Only for a Job with no pod: the Job controller's own account of why.
-        let refusal = match pods.is_empty() {
-            true => creation_refusal(pass, &name).await?,
-            false => None,
-        };
-        let Some(reason) = jobs::stuck(job, &pods, refusal.as_deref(), now, patience) else {
-            continue;
-        };
+    let (stuck, _) = decide(pass, |reads, _| {
+        Ok(reads::decided(jobs::stuck_ones(jobs, reads, now, patience)))
+    })
+    .await?;
+    for (name, reason) in stuck {
         // A deadline already past makes the Job controller fail the Job and remove its
         // pods; the annotation keeps the real reason for status.
         let patch = json!({
@@ -1204,6 +1190,18 @@ async fn decide<P>(
             Decision::Read(Read::Message(job)) => {
                 let message = pass.job_message(&job).await?;
                 reads.add_message(job, message);
+            }
+            Decision::Read(Read::JobPods(job)) => {
+                let selector = format!("batch.kubernetes.io/job-name={job}");
+                let pods = pass
+                    .api::<Pod>()
+                    .list(&ListParams::default().labels(&selector))
+                    .await?;
+                reads.add_job_pods(job, pods.items);
+            }
+            Decision::Read(Read::Refusal(job)) => {
+                let refusal = creation_refusal(pass, &job).await?;
+                reads.add_refusal(job, refusal);
             }
             Decision::Read(Read::ClaimPhase(name)) => {
                 let claim = pass.api::<PersistentVolumeClaim>().get_opt(&name).await?;

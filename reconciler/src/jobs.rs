@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
+use crate::reads::{Reads, Unread};
+
 /// Container waiting reasons that do not go away by waiting.
 const HOPELESS_WAITS: [&str; 5] = [
     "ErrImagePull",
@@ -159,6 +161,33 @@ fn hopeless_wait(pod: &Pod) -> Option<String> {
         Some(message) => format!("{reason}: {message}"),
         None => reason,
     })
+}
+
+/// The running Jobs among `jobs` whose pod cannot start (see `stuck`), each with why.
+pub fn stuck_ones(
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+    now: Timestamp,
+    patience: SignedDuration,
+) -> Result<Vec<(String, String)>, Unread> {
+    let mut found = Vec::new();
+    for job in jobs {
+        let stopped = job.annotations().contains_key(names::STOPPED_BECAUSE);
+        if !is_active(job) || stopped || !older_than(job, now, patience) {
+            continue;
+        }
+        let name = job.name_any();
+        let pods = reads.job_pods(&name)?;
+        // Only for a Job with no pod: the Job controller's own account of why.
+        let refusal = match pods.is_empty() {
+            true => reads.refusal(&name)?,
+            false => None,
+        };
+        if let Some(reason) = stuck(job, pods, refusal, now, patience) {
+            found.push((name, reason));
+        }
+    }
+    Ok(found)
 }
 
 /// Whether `job` still runs.
@@ -376,5 +405,36 @@ mod tests {
             failure_summary("copying a\nerror: no space left on device: /backup/x\n\n"),
             "error: no space left on device: /backup/x"
         );
+    }
+
+    #[test]
+    fn stuck_jobs_are_found_asking_only_for_the_pods_and_refusals_they_need() {
+        use crate::reads::Read;
+        let minute = SignedDuration::from_secs(60);
+        let old = Arc::new(job_started(120));
+        let young = Arc::new(
+            serde_json::from_value::<Job>(json!({
+                "metadata": {"name": "young"},
+                "status": {"active": 1, "startTime": now().to_string()},
+            }))
+            .expect("job"),
+        );
+        let mut reads = Reads::default();
+        let asked =
+            |reads: &Reads| match stuck_ones(&[young.clone(), old.clone()], reads, now(), minute) {
+                Err(Unread(read)) => Some(read),
+                Ok(_) => None,
+            };
+        assert_eq!(asked(&reads), Some(Read::JobPods("restore-x".into())));
+        reads.add_job_pods("restore-x".into(), Vec::new());
+        assert_eq!(asked(&reads), Some(Read::Refusal("restore-x".into())));
+        reads.add_refusal(
+            "restore-x".into(),
+            Some("exceeded quota: mover-pods".into()),
+        );
+        let found = stuck_ones(&[young, old], &reads, now(), minute).expect("all read");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "restore-x");
+        assert!(found[0].1.contains("exceeded quota"), "{:?}", found[0]);
     }
 }

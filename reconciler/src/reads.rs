@@ -1,10 +1,14 @@
 //! What a decision may need that no cache holds: a finished Job's termination message (the
-//! mover's summary), how many of the app's pods are left, and the phase of a claim the
-//! reconciler does not own. A decision that lacks one
+//! mover's summary), a running Job's pods and the Job controller's refusal to make one, how
+//! many of the app's pods are left, and the phase of a claim the reconciler does not own.
+//! (Pods and events are not watched: a reconciler of many apps would hold them all.) A
+//! decision that lacks one
 //! returns `Decision::Read`; the controller reads it, adds it to `Reads`, and runs the
 //! decision again from the start, on a fresh copy of the record.
 
 use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::jobs;
 
@@ -13,6 +17,10 @@ use crate::jobs;
 pub enum Read {
     /// The termination message of this Job's pod.
     Message(String),
+    /// The pods of this Job.
+    JobPods(String),
+    /// The message of the Job controller's newest FailedCreate event for this Job.
+    Refusal(String),
     /// How many pods of the app exist (running or not).
     AppPods,
     /// The phase of this claim of the app's namespace, if it exists.
@@ -34,6 +42,8 @@ pub struct Unread(pub Read);
 #[derive(Debug, Default)]
 pub struct Reads {
     messages: HashMap<String, Option<String>>,
+    job_pods: HashMap<String, Vec<Pod>>,
+    refusals: HashMap<String, Option<String>>,
     app_pods: Option<usize>,
     claim_phases: HashMap<String, Option<String>>,
 }
@@ -55,6 +65,20 @@ impl Reads {
         })
     }
 
+    pub fn job_pods(&self, job: &str) -> Result<&[Pod], Unread> {
+        self.job_pods
+            .get(job)
+            .map(Vec::as_slice)
+            .ok_or_else(|| Unread(Read::JobPods(job.to_string())))
+    }
+
+    pub fn refusal(&self, job: &str) -> Result<Option<&str>, Unread> {
+        self.refusals
+            .get(job)
+            .map(Option::as_deref)
+            .ok_or_else(|| Unread(Read::Refusal(job.to_string())))
+    }
+
     pub fn app_pods(&self) -> Result<usize, Unread> {
         self.app_pods.ok_or(Unread(Read::AppPods))
     }
@@ -69,6 +93,14 @@ impl Reads {
 
     pub fn add_message(&mut self, job: String, message: Option<String>) {
         self.messages.insert(job, message);
+    }
+
+    pub fn add_job_pods(&mut self, job: String, pods: Vec<Pod>) {
+        self.job_pods.insert(job, pods);
+    }
+
+    pub fn add_refusal(&mut self, job: String, refusal: Option<String>) {
+        self.refusals.insert(job, refusal);
     }
 
     pub fn add_app_pods(&mut self, count: usize) {
