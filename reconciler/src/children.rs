@@ -671,11 +671,11 @@ pub fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use hellostateful_api::HelloStatefulSpec;
 
-    pub(crate) fn app(spec: serde_json::Value) -> HelloStateful {
+    fn app(spec: serde_json::Value) -> HelloStateful {
         let spec: HelloStatefulSpec = serde_json::from_value(spec).expect("spec");
         let mut app = HelloStateful::new("hello", spec);
         app.metadata.namespace = Some("ns1".into());

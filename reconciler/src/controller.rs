@@ -694,13 +694,14 @@ impl Pass<'_> {
         }
     }
 
-    /// The mover's termination message of a finished Job.
-    async fn job_message(&self, job: &str) -> Result<Option<String>, Error> {
+    /// The pods of mover Job `job`.
+    async fn job_pods(&self, job: &str) -> Result<Vec<Pod>, Error> {
+        let selector = format!("batch.kubernetes.io/job-name={job}");
         let pods = self
             .api::<Pod>()
-            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+            .list(&ListParams::default().labels(&selector))
             .await?;
-        Ok(jobs::termination_message(&pods.items))
+        Ok(pods.items)
     }
 }
 
@@ -1188,16 +1189,12 @@ async fn decide<P>(
         match decision(&reads, &mut record)? {
             Decision::Done(plan) => return Ok((plan, record)),
             Decision::Read(Read::Message(job)) => {
-                let message = pass.job_message(&job).await?;
+                let message = jobs::termination_message(&pass.job_pods(&job).await?);
                 reads.add_message(job, message);
             }
             Decision::Read(Read::JobPods(job)) => {
-                let selector = format!("batch.kubernetes.io/job-name={job}");
-                let pods = pass
-                    .api::<Pod>()
-                    .list(&ListParams::default().labels(&selector))
-                    .await?;
-                reads.add_job_pods(job, pods.items);
+                let pods = pass.job_pods(&job).await?;
+                reads.add_job_pods(job, pods);
             }
             Decision::Read(Read::Refusal(job)) => {
                 let refusal = creation_refusal(pass, &job).await?;

@@ -69,20 +69,20 @@ impl Record {
     /// The restore token still to act on (see `pending_token`); one that came with an older
     /// app's YAML is acknowledged as ignored.
     pub fn restore_token<'a>(&mut self, app: &'a HelloStateful) -> Option<&'a str> {
-        let ack = &mut self.status.restore_request;
-        pending_token(app, names::RESTORE_REQUESTED, ack.as_ref()).unwrap_or_else(|ignored| {
-            *ack = Some(ignored);
-            None
-        })
+        to_act_on(
+            app,
+            names::RESTORE_REQUESTED,
+            &mut self.status.restore_request,
+        )
     }
 
     /// The backup token still to act on, as `restore_token`.
     pub fn backup_token<'a>(&mut self, app: &'a HelloStateful) -> Option<&'a str> {
-        let ack = &mut self.status.backup_request;
-        pending_token(app, names::BACKUP_REQUESTED, ack.as_ref()).unwrap_or_else(|ignored| {
-            *ack = Some(ignored);
-            None
-        })
+        to_act_on(
+            app,
+            names::BACKUP_REQUESTED,
+            &mut self.status.backup_request,
+        )
     }
 }
 
@@ -131,4 +131,16 @@ pub fn pending_token<'a>(
         )),
         _ => Ok(Some(token)),
     }
+}
+
+/// `pending_token`, with an ignored token acknowledged in `ack`.
+fn to_act_on<'a>(
+    app: &'a HelloStateful,
+    annotation: &str,
+    ack: &mut Option<RequestStatus>,
+) -> Option<&'a str> {
+    pending_token(app, annotation, ack.as_ref()).unwrap_or_else(|ignored| {
+        *ack = Some(ignored);
+        None
+    })
 }

@@ -386,7 +386,7 @@ pub fn report_drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::children::tests::app;
+    use crate::fixtures;
     use crate::kept::Cached;
     use hellostateful_api::HelloStateful;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -444,7 +444,7 @@ mod tests {
 
     #[test]
     fn a_new_app_gets_a_volume_per_ordinal_on_a_node_it_can_run_on_then_its_claims() {
-        let app = app(json!({"replicas": 2}));
+        let app = fixtures::app(json!({"replicas": 2}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.nodes = vec![ready_node("node-b")];
@@ -469,7 +469,7 @@ mod tests {
 
     #[test]
     fn existing_volumes_keep_their_node_and_nothing_is_rewritten() {
-        let app = app(json!({"replicas": 1}));
+        let app = fixtures::app(json!({"replicas": 1}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.volumes = vec![Arc::new(
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn an_old_volume_or_claim_being_deleted_is_waited_for() {
-        let app = app(json!({"replicas": 2}));
+        let app = fixtures::app(json!({"replicas": 2}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         let old = deleting(children::volume(&app_ref, 1, "node-a").expect("volume"));
@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn no_node_fit_for_the_app_is_said_and_nothing_is_made() {
-        let app = app(json!({"replicas": 1}));
+        let app = fixtures::app(json!({"replicas": 1}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.nodes = Vec::new();
@@ -543,7 +543,10 @@ mod tests {
 
     #[test]
     fn dynamic_volumes_make_only_claims_and_clear_the_node_unless_backups_need_one() {
-        let app = app(json!({"replicas": 1, "storage": {"storageClassName": "fast"}}));
+        let app = fixtures::app(
+            json!({"replicas": 1, "storage": {"storageClassName": "fast"}}),
+            json!({}),
+        );
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.status_node = Some("node-a".into());
@@ -579,7 +582,10 @@ mod tests {
 
     #[test]
     fn a_new_app_is_made_where_the_backups_it_restores_are() {
-        let app = app(json!({"replicas": 1, "restoreFromExisting": true}));
+        let app = fixtures::app(
+            json!({"replicas": 1, "restoreFromExisting": true}),
+            json!({}),
+        );
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.nodes = vec![ready_node("node-a"), ready_node("node-b")];
@@ -595,7 +601,7 @@ mod tests {
 
     #[test]
     fn a_backup_volume_of_an_earlier_namespace_of_the_same_name_is_refused() {
-        let app = app(json!({"replicas": 1}));
+        let app = fixtures::app(json!({"replicas": 1}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.backup = Some(BackupObserved {
@@ -618,7 +624,7 @@ mod tests {
 
     #[test]
     fn a_moved_root_deletes_the_claim_then_the_volume_and_a_released_volume_is_reopened() {
-        let app = app(json!({"replicas": 1}));
+        let app = fixtures::app(json!({"replicas": 1}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         let claim = Arc::new(children::backup_claim(&app_ref).expect("claim").keep());
@@ -673,14 +679,17 @@ mod tests {
 
     #[test]
     fn volumes_that_cannot_follow_the_spec_are_reported_and_kept_ones_said_plainly() {
-        let made = app(json!({"replicas": 3, "storage": {"size": "1Gi"}}));
+        let made = fixtures::app(
+            json!({"replicas": 3, "storage": {"size": "1Gi"}}),
+            json!({}),
+        );
         let made_ref = AppRef::new(&made).expect("app");
         let templates = [children::claim(&made_ref, 0).expect("claim")];
         let claims = |ordinals: &[i32]| -> Vec<String> {
             ordinals.iter().map(|o| names::claim("hello", *o)).collect()
         };
         let report = |spec: serde_json::Value, existing: Vec<String>| {
-            let app = app(spec);
+            let app = fixtures::app(spec, json!({}));
             let mut record = Record::new(Default::default(), Some(1));
             report_drift(
                 &AppRef::new(&app).expect("app"),
