@@ -49,6 +49,12 @@ data_dir() { echo "$HOSTPATH_ROOT/$1/$2/$(kubectl -n "$1" get hellostateful "$2"
 # host_log NS NAME ORDINAL: the app's log file on the node.
 host_log() { echo "$(data_dir "$1" "$2" "$3")/stateful.log"; }
 
+# pinned_node NS NAME: the node the app's first static data volume is pinned to.
+pinned_node() {
+  kubectl get pv "hellostateful.$1.$2.0" \
+    -o jsonpath='{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}' 2>/dev/null
+}
+
 # lines_at_least FILE N
 lines_at_least() { [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; }
 

@@ -64,11 +64,6 @@ trap teardown_nodes EXIT
 
 node_is_ready() { [[ $(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
 
-# pinned_node NS NAME: the node the app's first data volume is pinned to.
-pinned_node() {
-  kubectl get pv "hellostateful.$1.$2.0" \
-    -o jsonpath='{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}' 2>/dev/null
-}
 
 # pinned_to NS NAME NODE / ready_reason_is NS NAME REASON: conditions to wait for.
 pinned_to() { [[ $(pinned_node "$1" "$2") == "$3" ]]; }

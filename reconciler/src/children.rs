@@ -5,7 +5,7 @@ use hellostateful_api::names::{self, Component};
 use hellostateful_api::{HelloStateful, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{NodeSelector, PersistentVolume, PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -132,9 +132,7 @@ pub fn volume(app: &AppRef, ordinal: i32, node: &str) -> Result<PersistentVolume
                 "namespace": app.namespace,
                 "name": names::claim(&app.name, ordinal),
             },
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
-            ]}]}},
+            "nodeAffinity": {"required": only_on(node)},
         },
     }))
 }
@@ -174,9 +172,7 @@ pub fn backup_volume(
                 "namespace": app.namespace,
                 "name": names::backup_claim(&app.name),
             },
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
-            ]}]}},
+            "nodeAffinity": {"required": only_on(node)},
         },
     }))
 }
@@ -307,8 +303,12 @@ pub fn statefulset(
     replicas: i32,
     claim_templates: Option<&[PersistentVolumeClaim]>,
     initial_restore: Option<&str>,
+    pinned_to: Option<&str>,
 ) -> Result<StatefulSet, Error> {
     let spec = &app.app.spec;
+    let affinity = pinned_to.map(|node| {
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": only_on(node)}})
+    });
     let templates = match claim_templates {
         Some(templates) => serde_json::to_value(templates).map_err(Error::Build)?,
         None => json!([{
@@ -341,6 +341,7 @@ pub fn statefulset(
                     "terminationGracePeriodSeconds": 5,
                     "nodeSelector": spec.node_selector,
                     "tolerations": spec.tolerations,
+                    "affinity": affinity,
                     "automountServiceAccountToken": false,
                     "enableServiceLinks": false,
                     "securityContext": app_pod_security(app),
@@ -645,20 +646,47 @@ pub fn cronjob(
     }))
 }
 
-/// The node a static volume is pinned to, read from its node affinity.
-pub fn volume_node(volume: &PersistentVolume) -> Option<String> {
-    volume
-        .spec
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required
-        .as_ref()?
+/// A node selector that matches `node` only.
+fn only_on(node: &str) -> Value {
+    json!({"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
+    ]}]})
+}
+
+/// The one node a selector made by `only_on` matches.
+fn only_node(selector: &NodeSelector) -> Option<String> {
+    selector
         .node_selector_terms
         .iter()
         .flat_map(|term| term.match_expressions.iter().flatten())
         .find(|expr| expr.key == "kubernetes.io/hostname")
         .and_then(|expr| expr.values.as_ref()?.first().cloned())
+}
+
+/// The node a static volume is pinned to, read from its node affinity.
+pub fn volume_node(volume: &PersistentVolume) -> Option<String> {
+    only_node(
+        volume
+            .spec
+            .as_ref()?
+            .node_affinity
+            .as_ref()?
+            .required
+            .as_ref()?,
+    )
+}
+
+/// The node a StatefulSet's pods are pinned to, read from their required node affinity.
+pub fn pods_node(statefulset: &StatefulSet) -> Option<String> {
+    let pod = statefulset.spec.as_ref()?.template.spec.as_ref()?;
+    only_node(
+        pod.affinity
+            .as_ref()?
+            .node_affinity
+            .as_ref()?
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?,
+    )
 }
 
 /// The kind and name of a child, for messages.
@@ -762,7 +790,7 @@ mod tests {
     fn statefulset_runs_the_2018_app_with_one_claim_per_replica() {
         let app = app(json!({"replicas": 2}));
         let app = AppRef::new(&app).expect("app");
-        let sts = statefulset(&app, 2, None, None).expect("sts");
+        let sts = statefulset(&app, 2, None, None, None).expect("sts");
         let spec = sts.spec.expect("spec");
         assert_eq!(spec.replicas, Some(2));
         let pod = spec.template.spec.expect("pod");
@@ -788,7 +816,7 @@ mod tests {
             "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
         }));
         let app = AppRef::new(&app).expect("app");
-        let sts = statefulset(&app, 1, None, None).expect("sts");
+        let sts = statefulset(&app, 1, None, None, None).expect("sts");
         let backup = mover_job(
             &app,
             "backup-x",
@@ -816,7 +844,7 @@ mod tests {
             json!({"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000, "runAsNonRoot": true}}),
         );
         let app = AppRef::new(&app).expect("app");
-        let sts = statefulset(&app, 1, None, None).expect("sts");
+        let sts = statefulset(&app, 1, None, None, None).expect("sts");
         let pod = sts.spec.expect("spec").template.spec.expect("pod");
         let context = pod.security_context.as_ref().expect("context");
         assert_eq!(context.run_as_user, Some(1000));
@@ -830,7 +858,8 @@ mod tests {
     #[test]
     fn storage_the_volumes_cannot_take_is_named_and_equal_sizes_are_not() {
         let made = app(json!({"storage": {"size": "1Gi"}}));
-        let existing = statefulset(&AppRef::new(&made).expect("app"), 1, None, None).expect("sts");
+        let existing =
+            statefulset(&AppRef::new(&made).expect("app"), 1, None, None, None).expect("sts");
         let existing = existing
             .spec
             .and_then(|s| s.volume_claim_templates)
@@ -856,14 +885,26 @@ mod tests {
     }
 
     #[test]
+    fn statefulset_pods_are_pinned_to_the_node_asked_for_and_read_back() {
+        let app = app(json!({"storage": {"storageClassName": "fast"}}));
+        let app = AppRef::new(&app).expect("app");
+        let pinned = statefulset(&app, 1, None, None, Some("node-b")).expect("sts");
+        assert_eq!(pods_node(&pinned).as_deref(), Some("node-b"));
+        let free = statefulset(&app, 1, None, None, None).expect("sts");
+        let pod = free.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        assert_eq!(pod.expect("pod").affinity, None);
+        assert_eq!(pods_node(&free), None);
+    }
+
+    #[test]
     fn statefulset_keeps_the_immutable_claim_templates_of_the_existing_one() {
         let old = app(json!({"storage": {"size": "1Gi"}}));
         let old = AppRef::new(&old).expect("app");
-        let existing = statefulset(&old, 1, None, None).expect("sts");
+        let existing = statefulset(&old, 1, None, None, None).expect("sts");
         let templates = existing.spec.and_then(|s| s.volume_claim_templates);
         let new = app(json!({"storage": {"size": "5Gi"}}));
         let new = AppRef::new(&new).expect("app");
-        let sts = statefulset(&new, 1, templates.as_deref(), None).expect("sts");
+        let sts = statefulset(&new, 1, templates.as_deref(), None, None).expect("sts");
         let template = &sts.spec.expect("spec").volume_claim_templates.expect("t")[0];
         let size = &template
             .spec

@@ -231,6 +231,12 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
             .ready()
             .await
             .map_err(|_| Error::Waiting("the reconciler's watches stopped".into()))?;
+        if app.metadata.deletion_timestamp.is_some() && !still_there(&api, &app).await? {
+            // A pass already finished this deletion; the watch has not told the store yet.
+            // Cleaning up again would start a Job for claims that are gone (or by now a new
+            // app's of the same name) and hold that new app up while waiting for it.
+            return Ok(Action::await_change());
+        }
         finalizer(&api, names::FINALIZER, app.clone(), |event| async {
             match event {
                 Finalizer::Apply(app) => apply(app, ctx.clone()).await,
@@ -265,6 +271,12 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
         }
         Err(error) => Err(error),
     }
+}
+
+/// Whether the API server still holds this very app (a fresh read: the store may lag).
+async fn still_there(api: &Api<HelloStateful>, app: &HelloStateful) -> Result<bool, Error> {
+    let fresh = api.get_opt(&app.name_any()).await?;
+    Ok(fresh.is_some_and(|fresh| fresh.metadata.uid == app.metadata.uid))
 }
 
 /// Retries transient failures with exponential backoff, up to five minutes.
@@ -895,8 +907,21 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         storage::report_drift(app, templates, claims, &mut pass.record);
     }
     let record = initial_outcome.as_ref().map(initial::Outcome::record);
-    let desired =
-        children::statefulset(app, replicas, claim_templates.as_deref(), record.as_deref())?;
+    let pinned = storage::pods_node(
+        app,
+        &location,
+        pass.record.status.node_name.as_deref(),
+        statefulset
+            .as_ref()
+            .map(|sts| sts.view.pods_node.as_deref()),
+    );
+    let desired = children::statefulset(
+        app,
+        replicas,
+        claim_templates.as_deref(),
+        record.as_deref(),
+        pinned.as_deref(),
+    )?;
     pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| s.view.version))
         .await?;
     let recorded = statefulset

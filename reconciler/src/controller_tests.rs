@@ -293,7 +293,7 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     let settings = settings();
     let location = BackupLocation::NodeRoot("/tmp/backup".into());
     let mut sts =
-        value(&children::statefulset(&app_ref, replicas_in_sts, None, None).expect("sts"));
+        value(&children::statefulset(&app_ref, replicas_in_sts, None, None, None).expect("sts"));
     sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts});
     Api::new()
         .on(
@@ -425,7 +425,7 @@ async fn a_statefulset_edited_by_hand_is_read_in_full_and_set_right() {
     let (_, seen) = running(&first, 1).reconcile(first.clone()).await;
     let settled = app(seed(), json!({}), status_written(&seen));
     let app_ref = AppRef::new(&settled).expect("app");
-    let mut edited = value(&children::statefulset(&app_ref, 1, None, None).expect("sts"));
+    let mut edited = value(&children::statefulset(&app_ref, 1, None, None, None).expect("sts"));
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:edited");
     edited["status"] = json!({"replicas": 1, "readyReplicas": 1});
     // The cache keeps no pod template: the edit shows only as a version (generation) this
@@ -977,6 +977,33 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
 }
 
 #[tokio::test]
+async fn a_deletion_already_finished_is_not_cleaned_up_again_from_a_stale_store() {
+    // The store still holds the app being deleted; the API server no longer does.
+    let mut app = app(seed(), json!({}), json!({}));
+    app.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let gone = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                      "reason": "NotFound", "code": 404, "message": "not found"});
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", PODS, list(vec![]))
+        .refuse("GET", APP, gone)
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(Action::await_change()));
+    let requests: Vec<String> = seen
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        requests,
+        [format!("GET {APP}")],
+        "nothing of the deletion is done again"
+    );
+}
+
+#[tokio::test]
 async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim() {
     let mut app = app(seed(), json!({names::DELETE_BACKUPS: "true"}), json!({}));
     app.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -1224,7 +1251,8 @@ async fn a_lost_status_write_after_the_initial_restore_is_made_good_by_the_next_
     let app = app(seed(), json!({}), restoring_status());
     let app_ref = AppRef::new(&app).expect("app");
     let record = "restored 20261129T115500Z";
-    let mut sts = value(&children::statefulset(&app_ref, 1, None, Some(record)).expect("sts"));
+    let mut sts =
+        value(&children::statefulset(&app_ref, 1, None, Some(record), None).expect("sts"));
     sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
     let (result, seen) = running(&app, 1).on("GET", STS, sts).reconcile(app).await;
     assert_eq!(result, Ok(Action::requeue(RESYNC)));
@@ -1590,8 +1618,14 @@ async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_reco
     let (app, job, body) = restore_from_old_job(done);
     let app_ref = AppRef::new(&app).expect("app");
     let mut sts = value(
-        &children::statefulset(&app_ref, 1, None, Some("restored 20261129T150102Z of old"))
-            .expect("sts"),
+        &children::statefulset(
+            &app_ref,
+            1,
+            None,
+            Some("restored 20261129T150102Z of old"),
+            None,
+        )
+        .expect("sts"),
     );
     sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
     let (result, seen) = running(&app, 1)

@@ -112,7 +112,7 @@ impl Children<'_> {
         );
         send!(
             Api::<StatefulSet>::namespaced(client.clone(), &ns),
-            children::statefulset(app, spec.replicas, None, None)
+            children::statefulset(app, spec.replicas, None, None, None)
         );
         for ordinal in app.ordinals() {
             send!(

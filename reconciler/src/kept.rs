@@ -223,6 +223,8 @@ pub struct StatefulSetView {
     pub ready_replicas: i32,
     /// The record of how the restore before the app's first start ended.
     pub initial_restore: Option<String>,
+    /// The node its pods are pinned to, if they are.
+    pub pods_node: Option<String>,
     /// The volume claim templates, as JSON: immutable, so carried into what is applied.
     /// Kept as text, a tenth of their size as k8s-openapi objects; parsed only when read.
     claim_templates: Option<String>,
@@ -240,6 +242,7 @@ impl View for StatefulSetView {
                 .and_then(|status| status.ready_replicas)
                 .unwrap_or(0),
             initial_restore: sts.annotations().get(names::INITIAL_RESTORE).cloned(),
+            pods_node: children::pods_node(sts),
             claim_templates: sts
                 .spec
                 .as_ref()

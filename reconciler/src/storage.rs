@@ -226,6 +226,26 @@ pub fn plan(app: &AppRef, location: &BackupLocation, observed: &Observed) -> Res
     backup_storage(app, root, &node, backup, plan)
 }
 
+/// The node the app's pods must run on, if one. With dynamic volumes and backups in a node
+/// directory, that is the backups' node (`status_node`): a mover Job mounts the app's claims
+/// and its backup claim together, so they must be attachable on one node, and a claim bound
+/// when its first pod is scheduled is made there too. Static volumes pin the pods
+/// themselves. A StatefulSet that runs unpinned (`existing` is `Some(None)`: made by an
+/// earlier version) stays so: its volumes may be elsewhere, and pods moved away from them
+/// would not start.
+pub fn pods_node(
+    app: &AppRef,
+    location: &BackupLocation,
+    status_node: Option<&str>,
+    existing: Option<Option<&str>>,
+) -> Option<String> {
+    let dynamic = app.app.spec.storage_class().is_some();
+    if !dynamic || !matches!(location, BackupLocation::NodeRoot(_)) || existing == Some(None) {
+        return None;
+    }
+    status_node.map(str::to_owned)
+}
+
 /// The node of the app's static volumes: where existing volumes are pinned, else where the
 /// status says, else where the backups to restore are, else one the app's pods can run on
 /// (see `placement`). `Err` says why no node can.
@@ -734,5 +754,40 @@ mod tests {
         assert_eq!(reason.as_deref(), Some("StorageImmutable"));
         assert!(message.contains("5Gi"), "{message}");
         assert_eq!(events, [(EventType::Warning, "StorageImmutable")]);
+    }
+
+    #[test]
+    fn pods_follow_node_directory_backups_only_with_dynamic_volumes_and_never_move_an_unpinned_app()
+    {
+        let dynamic = fixtures::app(
+            json!({"replicas": 2, "storage": {"storageClassName": "fast"}}),
+            json!({}),
+        );
+        let dynamic = AppRef::new(&dynamic).expect("app");
+        let root = node_root();
+        // A new app, and one already pinned (to whatever node): the backups' node.
+        assert_eq!(
+            super::pods_node(&dynamic, &root, Some("node-a"), None).as_deref(),
+            Some("node-a")
+        );
+        assert_eq!(
+            super::pods_node(&dynamic, &root, Some("node-a"), Some(Some("node-b"))).as_deref(),
+            Some("node-a")
+        );
+        // Made unpinned by an earlier version: left where it runs.
+        assert_eq!(
+            super::pods_node(&dynamic, &root, Some("node-a"), Some(None)),
+            None
+        );
+        // No node chosen yet, backups elsewhere than a node directory, static volumes.
+        assert_eq!(super::pods_node(&dynamic, &root, None, None), None);
+        let claim = BackupLocation::Claim("mine".into());
+        assert_eq!(
+            super::pods_node(&dynamic, &claim, Some("node-a"), None),
+            None
+        );
+        let fixed = fixtures::app(json!({"replicas": 2}), json!({}));
+        let fixed = AppRef::new(&fixed).expect("app");
+        assert_eq!(super::pods_node(&fixed, &root, Some("node-a"), None), None);
     }
 }
