@@ -91,6 +91,31 @@ test_the_whole_job_runs_on_the_second_node() {
   [[ $wipes == 1 ]] || { echo "wipe pods made: $wipes"; return 1; }
 }
 
+# A cordoned node still runs its apps, and their data is there only: backups of it go on
+# there. A restore, which stops the app, waits until the node takes pods again (the app could
+# not start again there before), with the app running and the request saying why.
+test_a_cordoned_node_keeps_its_backups_and_holds_a_restore_back() {
+  local ns pod_uid
+  ns=$(new_ns cordon)
+  trap "kubectl uncordon '$NODE_B' >/dev/null 2>&1; cleanup_ns '$ns'" EXIT
+  app_yaml web "{\"replicas\": 1, \"nodeSelector\": {\"kubernetes.io/hostname\": \"$NODE_B\"}}" | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "web Ready" 120 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+  [[ $(pinned_node "$ns" web) == "$NODE_B" ]]
+  wait_for "web wrote" 60 lines_at_least "$(host_log "$ns" web 0)" 1
+  kubectl cordon "$NODE_B" >/dev/null
+  "$HS_PLUGIN" -n "$ns" backup web --timeout 3m || { on_fail "$ns"; return 1; }
+  [[ $(nodes_of_movers "$ns" web backup) == "$NODE_B" ]]
+  pod_uid=$(kubectl -n "$ns" get pod web-0 -o jsonpath='{.metadata.uid}')
+  "$HS_PLUGIN" -n "$ns" restore web --from latest --yes --wait=false >/dev/null
+  wait_for "the restore held back" 60 bash -c "[[ \$(kubectl -n '$ns' get hellostateful web -o jsonpath='{.status.restoreRequest.message}') == *'node $NODE_B, cordoned'* ]]" || { on_fail "$ns"; return 1; }
+  echo "status: $(jp "$ns" web '{.status.restoreRequest.message}')"
+  [[ $(jp "$ns" web '{.status.restoreRequest.phase}') == Pending && $(kubectl -n "$ns" get pod web-0 -o jsonpath='{.metadata.uid}') == "$pod_uid" ]]
+  app_ready "$ns" web
+  kubectl uncordon "$NODE_B" >/dev/null
+  wait_for "the restore done" 120 bash -c "[[ \$(kubectl -n '$ns' get hellostateful web -o jsonpath='{.status.restoreRequest.phase}') == Succeeded ]]" || { on_fail "$ns"; return 1; }
+  wait_for "web Ready after the restore" 120 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+}
+
 # local_volume NAME NODE [NS/CLAIM]: a `local` PersistentVolume of the test class on NODE
 # (kept for CLAIM if given).
 local_volume() {
@@ -187,6 +212,7 @@ EOF
 trap teardown EXIT
 setup || { echo "multinode: 0 passed, 1 failed"; exit 1; }
 run_test the_whole_job_runs_on_the_second_node test_the_whole_job_runs_on_the_second_node
+run_test a_cordoned_node_keeps_its_backups_and_holds_a_restore_back test_a_cordoned_node_keeps_its_backups_and_holds_a_restore_back
 run_test dynamic_volumes_follow_node_directory_backups test_dynamic_volumes_follow_node_directory_backups
 run_test replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot
 summary

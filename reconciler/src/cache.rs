@@ -133,6 +133,11 @@ impl Cache {
         self.volumes.get(&ObjectRef::new(name))
     }
 
+    /// The node `name`, if it exists.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&ObjectRef::new(name))
+    }
+
     /// Every node of the cluster.
     pub fn nodes(&self) -> Vec<Arc<Node>> {
         self.nodes.state()

@@ -5,7 +5,9 @@ use hellostateful_api::names::{self, Component};
 use hellostateful_api::{HelloStateful, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
-use k8s_openapi::api::core::v1::{NodeSelector, PersistentVolume, PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{
+    NodeSelector, PersistentVolume, PersistentVolumeClaim, Service, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -558,9 +560,11 @@ fn mover_job_spec(
             "metadata": {"labels": names::labels(&app.name, component)},
             "spec": {
                 "restartPolicy": "Never",
-                // Where the app may run, so may its Jobs (its volumes are there).
+                // Where the app may run, so may its Jobs (its volumes are there), cordoned
+                // or not: a cordoned node still runs the app, and node-local data can be
+                // backed up, restored or wiped nowhere else.
                 "nodeSelector": app.app.spec.node_selector,
-                "tolerations": app.app.spec.tolerations,
+                "tolerations": mover_tolerations(app),
                 "automountServiceAccountToken": false,
                 "enableServiceLinks": false,
                 "terminationGracePeriodSeconds": 30,
@@ -596,6 +600,18 @@ fn mover_job_spec(
             },
         },
     })
+}
+
+/// The app's tolerations, and one of a cordoned node's taint.
+fn mover_tolerations(app: &AppRef) -> Vec<Toleration> {
+    let mut tolerations = app.app.spec.tolerations.clone().unwrap_or_default();
+    tolerations.push(Toleration {
+        key: Some("node.kubernetes.io/unschedulable".into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Toleration::default()
+    });
+    tolerations
 }
 
 /// A mover Job for one on-demand action (or the restore of a newly created app).
@@ -830,12 +846,19 @@ mod tests {
             sts.spec.expect("spec").template.spec.expect("pod"),
             backup.spec.expect("spec").template.spec.expect("pod"),
         ];
+        let mut cordon_tolerated = Vec::new();
         for pod in pods {
             let selector = pod.node_selector.expect("nodeSelector");
             assert_eq!(selector.get("disk").map(String::as_str), Some("ssd"));
             let tolerations = pod.tolerations.expect("tolerations");
             assert_eq!(tolerations[0].key.as_deref(), Some("dedicated"));
+            cordon_tolerated.push(tolerations.iter().any(|t| {
+                t.key.as_deref() == Some("node.kubernetes.io/unschedulable")
+                    && t.effect.as_deref() == Some("NoSchedule")
+            }));
         }
+        // The app's pods leave a cordoned node be; its movers go where its data is.
+        assert_eq!(cordon_tolerated, [false, true]);
     }
 
     #[test]

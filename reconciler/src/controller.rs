@@ -39,6 +39,7 @@ use crate::kept::{self, AppOf, Kept, View};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
+use crate::placement;
 use crate::progress;
 use crate::reads::{self, Decision, Read, Reads};
 use crate::record::{self, Record, Tally};
@@ -1190,8 +1191,16 @@ async fn restore_on_demand(
     initialized: bool,
 ) -> Result<(i32, bool), Error> {
     let app = pass.app;
+    let node_unfit = pods_node_unfit(pass);
     let (plan, record) = decide(pass, |reads, record| {
-        Ok(restores::on_demand(app, jobs, initialized, reads, record))
+        Ok(restores::on_demand(
+            app,
+            jobs,
+            initialized,
+            node_unfit.as_deref(),
+            reads,
+            record,
+        ))
     })
     .await?;
     if let Some((job_name, task)) = &plan.start {
@@ -1199,6 +1208,19 @@ async fn restore_on_demand(
     }
     pass.record = record;
     Ok((plan.replicas, plan.in_progress))
+}
+
+/// Why the node the app's pods are pinned to (status `nodeName`) takes no pods now, if so.
+fn pods_node_unfit(pass: &Pass<'_>) -> Option<String> {
+    let name = pass.record.status.node_name.as_deref()?;
+    let node = pass.ctx.cache.node(name)?;
+    let spec = &pass.app.app.spec;
+    let why = placement::why_not(
+        &node,
+        &spec.node_selector.clone().unwrap_or_default(),
+        spec.tolerations.as_deref().unwrap_or_default(),
+    )?;
+    Some(format!("{name}, {why}"))
 }
 
 /// Runs a decision (see `reads`) on a copy of the pass's record, making the reads it asks

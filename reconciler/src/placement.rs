@@ -67,6 +67,15 @@ pub fn choose<N: Borrow<Node>>(
     })
 }
 
+/// Why the app's pods cannot run on `node` now, if they cannot (as `choose` would say).
+pub fn why_not(
+    node: &Node,
+    selector: &BTreeMap<String, String>,
+    tolerations: &[Toleration],
+) -> Option<String> {
+    unfit(node, selector, tolerations).map(|unfit| unfit.describe())
+}
+
 fn unfit(
     node: &Node,
     selector: &BTreeMap<String, String>,

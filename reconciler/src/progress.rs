@@ -38,10 +38,10 @@ pub fn report(
     let ready = seen.ready;
     status.ready_replicas = ready;
     let backing_up = jobs::running(seen.jobs, Component::Backup).map(|job| job.name_any());
-    let pending_request = status
-        .backup_request
-        .as_ref()
-        .is_some_and(|r| !r.phase.is_final());
+    let pending_request = [&status.backup_request, &status.restore_request]
+        .into_iter()
+        .flatten()
+        .any(|r| !r.phase.is_final());
     let mut conditions = Conditions::new(&mut status.conditions, generation);
     match &backing_up {
         Some(job) => conditions.set(

@@ -60,20 +60,26 @@ pub fn interrupted_mid_swap(request: &RequestStatus) -> bool {
 /// An on-demand restore: stop the app, wait for its pods and any backup to finish, run the
 /// restore Job, start the app again. Before the app is `initialized` (its initial restore,
 /// if any, is over), a request waits.
+///
+/// `node_unfit` says why the node the app's pods are pinned to takes no pods now (cordoned,
+/// say): a restore not yet begun then waits, since the app, once stopped, could not start
+/// again there.
 pub fn on_demand(
     app: &AppRef,
     jobs: &[Arc<Job>],
     initialized: bool,
+    node_unfit: Option<&str>,
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    decided(decide(app, jobs, initialized, reads, record))
+    decided(decide(app, jobs, initialized, node_unfit, reads, record))
 }
 
 fn decide(
     app: &AppRef,
     jobs: &[Arc<Job>],
     initialized: bool,
+    node_unfit: Option<&str>,
     reads: &Reads,
     record: &mut Record,
 ) -> Result<Plan, Unread> {
@@ -181,6 +187,20 @@ fn decide(
             Ok(Plan::runs(run))
         }
         None => {
+            // Begun: this token's Job is named in status (the app is being stopped for it).
+            let begun = old
+                .as_ref()
+                .is_some_and(|r| r.token == token && r.job.is_some());
+            if let Some(why) = node_unfit.filter(|_| !begun && running_restore.is_none()) {
+                let message = format!(
+                    "waiting: the app's node {why}, takes no pods, so the app, once stopped \
+                     for the restore, could not start again; the restore begins when the node \
+                     takes pods again (kubectl uncordon, for a cordoned node)"
+                );
+                record.status.restore_request =
+                    Some(request(token, RequestPhase::Pending, None, &message));
+                return Ok(Plan::runs(replicas));
+            }
             let backup = jobs::running(jobs, Component::Backup);
             let mut start = None;
             let (phase, message) = if let Some(other) = &running_restore {
@@ -267,7 +287,7 @@ mod tests {
     ) -> (Decision<Plan>, Record) {
         let app_ref = AppRef::new(app).expect("app");
         let mut record = Record::new(status, Some(1));
-        let decision = on_demand(&app_ref, jobs, true, reads, &mut record);
+        let decision = on_demand(&app_ref, jobs, true, None, reads, &mut record);
         (decision, record)
     }
 
@@ -275,6 +295,42 @@ mod tests {
         let mut reads = Reads::default();
         reads.add_app_pods(count);
         reads
+    }
+
+    #[test]
+    fn a_restore_not_begun_waits_while_the_apps_node_takes_no_pods() {
+        let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let cordoned = Some("node-a, cordoned (unschedulable)");
+        let mut record = Record::new(Default::default(), Some(1));
+        let decision = on_demand(&app_ref, &[], true, cordoned, &pods(2), &mut record);
+        assert_eq!(decision.done(), Plan::runs(2), "the app keeps running");
+        let waiting = record.status.restore_request.clone().expect("acknowledged");
+        assert_eq!(
+            (waiting.phase, waiting.job.as_deref()),
+            (RequestPhase::Pending, None)
+        );
+        let message = waiting.message.unwrap_or_default();
+        assert!(
+            message.contains("node node-a, cordoned") && message.contains("uncordon"),
+            "{message}"
+        );
+
+        // Begun (the app is being stopped for it): the restore goes on, on the cordoned node.
+        let job_name = names::restore_job("hello", "uid-1", TOKEN);
+        let stopping = HelloStatefulStatus {
+            restore_request: Some(request(
+                TOKEN,
+                RequestPhase::Pending,
+                Some(&job_name),
+                "stopping",
+            )),
+            ..Default::default()
+        };
+        let mut record = Record::new(stopping, Some(1));
+        let decision = on_demand(&app_ref, &[], true, cordoned, &pods(0), &mut record);
+        let plan = decision.done();
+        assert_eq!(plan.start.map(|(name, _)| name), Some(job_name));
     }
 
     #[test]
