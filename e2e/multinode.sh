@@ -174,7 +174,7 @@ test_dynamic_volumes_follow_node_directory_backups() {
 }
 
 # Replicas whose node-local claims are on two nodes, backups on a claim of the tenant's: one
-# mover pod cannot mount them all, so a backup fails within about a minute with the
+# mover pod cannot mount them all, so a backup fails (after the settings' moverStartSeconds) with the
 # scheduler's own reason, while the app keeps running on both nodes and its data is
 # untouched. (A mover per ordinal, where its claim is, is not built yet: issue #11.)
 test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot() {
@@ -203,7 +203,7 @@ EOF
   fi
   message=$(jp "$ns" web '{.status.backupRequest.message}')
   echo "status: $message"
-  [[ $(jp "$ns" web '{.status.backupRequest.phase}') == Failed && $message == *"cannot start"*"Unschedulable"* ]]
+  [[ $(jp "$ns" web '{.status.backupRequest.phase}') == Failed && $message == *"cannot start after ${E2E_MOVER_START_SECONDS:-60}s"*"Unschedulable"* ]]
   [[ $(kubectl -n "$ns" get pod web-0 web-1 -o jsonpath='{.items[*].status.phase}') == "Running Running" ]]
   [[ -f $LOCAL_ROOT/hs-e2e-$ns-b/keep ]]
   app_ready "$ns" web

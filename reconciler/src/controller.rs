@@ -70,8 +70,9 @@ const CONCURRENCY: u16 = 32;
 /// How long deletion waits for the app's pods before it tries again later.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
-/// for it, a refused pod) before the Job is stopped and its request fails with the reason.
-const START_PATIENCE: Duration = Duration::from_secs(60);
+/// for it, a refused pod) before the Job is stopped and its request fails with the reason,
+/// unless the settings say otherwise (`with_start_patience`).
+pub const START_PATIENCE: Duration = Duration::from_secs(60);
 /// How long deletion waits for its wipe or purge Job in one pass before it tries again.
 const CLEANUP_JOB_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -85,6 +86,8 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// With leader election: whether this replica holds the Lease now.
     leadership: Option<Leadership>,
+    /// How long a mover pod may fail to start before its request fails.
+    start_patience: Duration,
     /// The children as the watches last saw them.
     pub cache: Cache,
     /// Per app uid, the resourceVersion of the app as this replica last knew it (after its
@@ -109,6 +112,7 @@ impl Context {
             settings,
             failures: Mutex::default(),
             leadership: None,
+            start_patience: START_PATIENCE,
             cache,
             known_versions: Mutex::default(),
             in_line: Mutex::default(),
@@ -119,6 +123,14 @@ impl Context {
     pub fn with_leadership(self, leadership: Leadership) -> Self {
         Self {
             leadership: Some(leadership),
+            ..self
+        }
+    }
+
+    /// Mover pods that cannot start are given `patience` before their request fails.
+    pub fn with_start_patience(self, patience: Duration) -> Self {
+        Self {
+            start_patience: patience,
             ..self
         }
     }
@@ -1078,7 +1090,7 @@ async fn make_storage(pass: &mut Pass<'_>, plan: storage::Plan) -> Result<Option
 /// own reason, which the next pass reports as the request's outcome.
 async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let now = k8s_openapi::jiff::Timestamp::now();
-    let patience = k8s_openapi::jiff::SignedDuration::try_from(START_PATIENCE)
+    let patience = k8s_openapi::jiff::SignedDuration::try_from(pass.ctx.start_patience)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
     let (stuck, _) = decide(pass, |reads, _| {
         Ok(reads::decided(jobs::stuck_ones(jobs, reads, now, patience)))

@@ -90,6 +90,18 @@ struct RunArgs {
     /// any. The keys always come from a Secret of the app's own namespace.
     #[arg(long, env = "HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS", default_value = "")]
     object_store_endpoints: String,
+    /// How long a backup or restore Job's pod may fail to start (no node for it, an image
+    /// that cannot be pulled, a refused pod) before its request fails with the pod's reason
+    /// and the app runs again. Give more where new nodes take a while to come (cluster
+    /// autoscaling).
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_MOVER_START_SECONDS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(10..=3600),
+        value_name = "SECONDS"
+    )]
+    mover_start_seconds: u64,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(
         long,
@@ -272,7 +284,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             ),
         },
         cache,
-    );
+    )
+    .with_start_patience(std::time::Duration::from_secs(args.mover_start_seconds));
     let ctx = Arc::new(match &election {
         Some((_, _, leadership)) => ctx.with_leadership(leadership.clone()),
         None => ctx,
