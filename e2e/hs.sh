@@ -145,3 +145,22 @@ request() {
   wait_for "$kind $token acknowledged" 180 acknowledged "$ns" "$name" "${kind}Request" "$token" >&2 || return 1
   jp "$ns" "$name" "{.status.${kind}Request.phase}"
 }
+
+# The object store of e2e/objstore (its `up` exports HS_S3_ENDPOINT and the admin's keys):
+# s3 METHOD PATH [CURL-ARGS...]: a request to the store with the admin's keys (curl signs it).
+s3() {
+  local method=$1 path=$2; shift 2
+  curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" -u "$HS_S3_ADMIN_KEY:$HS_S3_ADMIN_SECRET" \
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "$@" "$HS_S3_ENDPOINT/$path"
+}
+# keys BUCKET PREFIX: the object keys below PREFIX, one per line.
+keys() {
+  local listing
+  listing=$(s3 GET "$1?list-type=2&prefix=${2//\//%2F}")
+  { grep -o '<Key>[^<]*</Key>' <<<"$listing" || true; } | sed 's/<[^>]*>//g'
+}
+# keys_secret NS NAME KEY SECRET: a Secret of an object store's keys.
+keys_secret() {
+  kubectl -n "$1" create secret generic "$2" --from-literal=AWS_ACCESS_KEY_ID="$3" \
+    --from-literal=AWS_SECRET_ACCESS_KEY="$4" >/dev/null
+}

@@ -151,6 +151,20 @@ volumeBindingMode: WaitForFirstConsumer
 EOF
 }
 
+# spread_app NS TARGET-JSON [MORE-SPEC-MEMBERS]: app web, 2 replicas on node-local volumes,
+# one on each node, backed up to TARGET; Ready, with a replica on each node.
+spread_app() {
+  local ns=$1 target=$2 more=${3:-}
+  local_volume "hs-e2e-$ns-a" "$NODE_A"
+  local_volume "hs-e2e-$ns-b" "$NODE_B"
+  app_yaml web "{\"replicas\": 2, \"restoreFromExisting\": false, $more\"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}, \"backup\": {\"target\": $target}}" |
+    kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "web Ready" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+  local nodes
+  nodes=$(printf '%s\n' "$(node_of_pod "$ns" web-0)" "$(node_of_pod "$ns" web-1)" | sort | tr '\n' ' ')
+  [[ $nodes == "$NODE_A $NODE_B " ]] || { echo "replicas on: $nodes"; return 1; }
+}
+
 # Dynamic volumes with backups in a node directory (the default target): the app's pods run
 # on the backups' node, so its claims are bound there and every mover Job can mount them
 # with the backup claim. Left to the scheduler, the app would go to the emptier node (the
@@ -182,8 +196,6 @@ test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot() {
   ns=$(new_ns spread)
   trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
   local_class
-  local_volume "hs-e2e-$ns-a" "$NODE_A"
-  local_volume "hs-e2e-$ns-b" "$NODE_B"
   local_volume "hs-e2e-$ns-backups" "$NODE_A" "$ns/my-backups"
   kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -191,12 +203,7 @@ kind: PersistentVolumeClaim
 metadata: {name: my-backups}
 spec: {accessModes: [ReadWriteOnce], storageClassName: $LOCAL_CLASS, resources: {requests: {storage: 1Gi}}}
 EOF
-  app_yaml web "{\"replicas\": 2, \"restoreFromExisting\": false, \"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}, \"backup\": {\"target\": {\"persistentVolumeClaim\": \"my-backups\"}}}" |
-    kubectl -n "$ns" apply -f - >/dev/null
-  wait_for "web Ready" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
-  local nodes
-  nodes=$(printf '%s\n' "$(node_of_pod "$ns" web-0)" "$(node_of_pod "$ns" web-1)" | sort | tr '\n' ' ')
-  [[ $nodes == "$NODE_A $NODE_B " ]] || { echo "replicas on: $nodes"; return 1; }
+  spread_app "$ns" '{"persistentVolumeClaim": "my-backups"}' || return 1
   echo "keep" >"$LOCAL_ROOT/hs-e2e-$ns-b/keep"
   if "$HS_PLUGIN" -n "$ns" backup web --timeout 3m; then
     echo "a backup of claims on two nodes succeeded in one pod"; return 1
@@ -209,10 +216,50 @@ EOF
   app_ready "$ns" web
 }
 
+# Replicas whose volumes are on two nodes, backed up to an object store: each volume by a Job
+# on its own node, and the parts sealed into one snapshot by one more Job, on the schedule
+# and on demand. The snapshot, read from the store, holds both replicas' logs.
+test_replicas_on_two_nodes_are_backed_up_in_parts_to_an_object_store() {
+  local ns
+  ns=$(new_ns parts)
+  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  eval "$(e2e/objstore up)"
+  e2e/objstore bucket tenant-a
+  local_class
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"multinode\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  spread_app "$ns" "{\"objectStore\": $store}" '"backupSchedule": "* * * * *", ' || return 1
+  wait_for "both replicas wrote" 60 bash -c "[[ -s $LOCAL_ROOT/hs-e2e-$ns-a/stateful.log && -s $LOCAL_ROOT/hs-e2e-$ns-b/stateful.log ]]"
+
+  wait_for "a scheduled backup" 150 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.lastBackup.job}') =~ ^backup-web-[0-9]+\$ ]]" ||
+    { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" patch hellostateful web --type merge -p '{"spec": {"backupSchedule": "0 0 1 1 *"}}' >/dev/null
+  "$HS_PLUGIN" -n "$ns" backup web --timeout 3m || { on_fail "$ns"; return 1; }
+  local set id ordinal
+  set=$(jp "$ns" web '{.status.backupRequest.job}')
+  id=$(jp "$ns" web '{.status.backupRequest.backupId}')
+  # Each part ran where its replica's volume is; the seal made the one snapshot.
+  for ordinal in 0 1; do
+    [[ $(kubectl -n "$ns" get pods -l "batch.kubernetes.io/job-name=$set-$ordinal" -o jsonpath='{.items[*].spec.nodeName}') == \
+      "$(node_of_pod "$ns" "web-$ordinal")" ]] || { echo "part $ordinal ran elsewhere"; on_fail "$ns"; return 1; }
+  done
+  [[ $(jp "$ns" web '{.status.lastBackup.id}') == "$id" ]]
+  s3 GET "tenant-a/multinode/$ns/web/snapshots/$id.json" | python3 -c '
+import json, sys
+manifest = json.load(sys.stdin)
+assert manifest["ordinals"] == [0, 1], manifest["ordinals"]
+for replica in manifest["replicas"]:
+    names = [e["path"] for e in replica["entries"]]
+    assert "stateful.log" in names, (replica["ordinal"], names)
+' || return 1
+  [[ -z $(keys tenant-a "multinode/$ns/web/parts/") ]] || { echo "parts left after sealing"; return 1; }
+}
+
 trap teardown EXIT
 setup || { echo "multinode: 0 passed, 1 failed"; exit 1; }
 run_test the_whole_job_runs_on_the_second_node test_the_whole_job_runs_on_the_second_node
 run_test a_cordoned_node_keeps_its_backups_and_holds_a_restore_back test_a_cordoned_node_keeps_its_backups_and_holds_a_restore_back
 run_test dynamic_volumes_follow_node_directory_backups test_dynamic_volumes_follow_node_directory_backups
 run_test replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot
+run_test replicas_on_two_nodes_are_backed_up_in_parts_to_an_object_store test_replicas_on_two_nodes_are_backed_up_in_parts_to_an_object_store
 summary

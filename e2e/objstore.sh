@@ -12,19 +12,6 @@ eval "$(e2e/objstore up)"
 e2e/objstore bucket tenant-a
 e2e/objstore bucket tenant-b
 
-# s3 METHOD PATH [CURL-ARGS...]: a request to the store with the admin's keys (curl signs it).
-s3() {
-  local method=$1 path=$2; shift 2
-  curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" -u "$HS_S3_ADMIN_KEY:$HS_S3_ADMIN_SECRET" \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X "$method" "$@" "$HS_S3_ENDPOINT/$path"
-}
-# keys BUCKET PREFIX: the object keys below PREFIX, one per line.
-keys() {
-  local listing
-  listing=$(s3 GET "$1?list-type=2&prefix=${2//\//%2F}")
-  { grep -o '<Key>[^<]*</Key>' <<<"$listing" || true; } | sed 's/<[^>]*>//g'
-}
-
 # store_app NS NAME BUCKET SECRET [RESTORE] [EXTRA-SPEC-JSON]: an app backed up to BUCKET with
 # SECRET's keys, restoring its newest backup before it starts unless RESTORE is false. The
 # store is $HS_S3_ENDPOINT; STORE_EXTRA (JSON members) is added to its objectStore.
@@ -48,11 +35,6 @@ failed_then() {
   local rc=$? ns
   ((rc == 0)) && return 0
   for ns in "$@"; do on_fail "$ns"; done
-}
-# keys_secret NS NAME KEY SECRET
-keys_secret() {
-  kubectl -n "$1" create secret generic "$2" --from-literal=AWS_ACCESS_KEY_ID="$3" \
-    --from-literal=AWS_SECRET_ACCESS_KEY="$4" >/dev/null
 }
 
 # The walkthrough with the store as the target: the data comes back from the store after the

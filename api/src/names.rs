@@ -20,6 +20,12 @@ pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
 pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
 /// Label on Jobs: what the Job does (backup or restore) and why.
 pub const ACTION_LABEL: &str = "hello-stateful.example.com/action";
+/// Label on a backup Job that seals a backup made in parts (an app whose replicas' volumes
+/// may be on different nodes): how many replicas, each backed up by a Job of its own
+/// ([`backup_part`]), it seals. It is made suspended, and let run once every part ended.
+pub const PARTS_LABEL: &str = "hello-stateful.example.com/parts";
+/// Label on a Job that backs up one replica's volume: the name of the Job that seals it.
+pub const PART_OF_LABEL: &str = "hello-stateful.example.com/part-of";
 /// Annotation on a mover Job the reconciler stopped because its pod could not start: why.
 pub const STOPPED_BECAUSE: &str = "hello-stateful.example.com/stopped-because";
 /// Annotation set (to `"true"`) before deleting an app: its backups go with it.
@@ -182,6 +188,21 @@ pub fn backup_job(name: &str, uid: &str, token: &str) -> String {
     format!("backup-{name}-{}", short_hash(&format!("{uid}/{token}")))
 }
 
+/// The Job that backs up replica `ordinal`'s volume as a part of the backup that Job
+/// `set` seals (see [`PARTS_LABEL`]). Within the 63 characters of a label value: when
+/// `<set>-<ordinal>` is longer, characters go from the middle of the set's name, keeping
+/// its unique end (the hash, or the CronJob's schedule time).
+pub fn backup_part(set: &str, ordinal: i32) -> String {
+    const MAX: usize = 63;
+    let suffix = format!("-{ordinal}");
+    if set.len() + suffix.len() <= MAX {
+        return format!("{set}{suffix}");
+    }
+    let tail = set.rfind('-').map_or(0, |at| set.len() - at);
+    let head = MAX - suffix.len() - tail;
+    format!("{}{}{suffix}", &set[..head], &set[set.len() - tail..])
+}
+
 /// The Job of an on-demand restore. Named from the app's uid too, so that a Job of an
 /// earlier app of the same name (still being garbage-collected) is never taken for it.
 pub fn restore_job(name: &str, uid: &str, token: &str) -> String {
@@ -212,6 +233,26 @@ pub fn short_hash(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_jobs_are_label_values_and_keep_the_sets_unique_end() {
+        assert_eq!(
+            backup_part("backup-web-1a2b3c4d", 1),
+            "backup-web-1a2b3c4d-1"
+        );
+        let longest = "a".repeat(MAX_NAME_LEN);
+        for set in [
+            backup_job(&longest, "uid", "token"),
+            format!("{}-29412345", cronjob(&longest)),
+        ] {
+            let tail = &set[set.rfind('-').expect("dash")..];
+            for ordinal in [0, 9, 10, 19] {
+                let part = backup_part(&set, ordinal);
+                assert!(part.len() <= 63, "{part}: {} characters", part.len());
+                assert!(part.ends_with(&format!("{tail}-{ordinal}")), "{part}");
+            }
+        }
+    }
 
     #[test]
     fn a_claims_ordinal_is_read_back_only_from_the_name_the_statefulset_gives_it() {

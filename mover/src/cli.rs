@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::catalog::SnapshotInfo;
 use crate::error::{MoverError, Result};
 use crate::names::{App, BackupId, Selector};
-use crate::objstore::{self, Store, StoreConfig};
+use crate::objstore::{self, PartSet, Store, StoreConfig};
 use crate::{BackupOptions, RestoreOptions};
 
 /// The data-mover subcommands.
@@ -27,6 +27,17 @@ pub enum MoverCommand {
         --termination-log /dev/termination-log"
     )]
     Backup(BackupArgs),
+    /// Seal the parts of a backup made by several pods into one snapshot.
+    #[command(
+        long_about = "When an app's replicas keep their volumes on different nodes, each \
+        volume is backed up by a pod of its own (`backup --part-of SET`, object stores \
+        only) into a part; this seals the parts of SET, which must hold ordinals \
+        0..--replicas once each, into one snapshot, then applies --keep-last. Prints what \
+        `backup` prints, for the whole snapshot.\n\nExample:\n  hellostateful-reconciler \
+        seal --namespace default --name hello --store-endpoint https://s3.example.com \
+        --store-bucket backups --part-of backup-hello-1a2b3c4d --replicas 3 --keep-last 7"
+    )]
+    Seal(SealArgs),
     /// Restore a snapshot into the replica volumes.
     #[command(
         long_about = "Verify a snapshot, copy it into a staging directory on each \
@@ -197,6 +208,34 @@ pub struct BackupArgs {
     /// Seconds to wait for another backup, restore or prune of the app to finish
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub lock_timeout: u64,
+    /// Back up the volumes under --source as a part of the snapshot that `seal --part-of
+    /// SET` makes (object stores only); retention waits for the seal
+    #[arg(long, value_name = "SET", conflicts_with = "keep_last")]
+    pub part_of: Option<String>,
+}
+
+/// Arguments of `seal`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SealArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// The set whose parts to seal (as given to `backup --part-of`)
+    #[arg(long, value_name = "SET")]
+    pub part_of: String,
+    /// How many replicas the snapshot holds: the parts must cover ordinals 0..N
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub replicas: u32,
+    /// After success, delete snapshots older than the newest N (N >= 1)
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<u32>,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+    /// Seconds to wait for a collection of the app's unreferenced contents to finish
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub lock_timeout: u64,
 }
 
 /// Arguments of `restore`.
@@ -331,6 +370,7 @@ pub const PERMANENT_FAILURE: u8 = 3;
 pub fn run(cmd: MoverCommand) -> ExitCode {
     let termination_log = match &cmd {
         MoverCommand::Backup(a) => a.termination_log.clone(),
+        MoverCommand::Seal(a) => a.termination_log.clone(),
         MoverCommand::Restore(a) => a.termination_log.clone(),
         MoverCommand::Wipe(a) => a.termination_log.clone(),
         MoverCommand::Purge(a) => a.termination_log.clone(),
@@ -377,6 +417,14 @@ fn json(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| MoverError::Usage(format!("cannot encode JSON: {e}")))
 }
 
+/// A node directory is reached by one pod, which backs up every volume itself.
+fn parts_need_a_store() -> MoverError {
+    MoverError::Usage(
+        "a backup in parts (--part-of) needs an object store (--store-endpoint, --store-bucket)"
+            .into(),
+    )
+}
+
 fn execute(cmd: MoverCommand) -> Result<Done> {
     let ok = |stdout| Ok(Done { stdout, ok: true });
     match cmd {
@@ -386,11 +434,34 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 keep_last: a.keep_last,
                 lock_wait: Duration::from_secs(a.lock_timeout),
             };
-            let report = match a.app.location()? {
-                Location::Dir(app) => crate::backup(&app, &options)?,
-                Location::Store(store) => objstore::backup(&store, &options)?,
+            let set = a
+                .part_of
+                .as_deref()
+                .map(str::parse::<PartSet>)
+                .transpose()?;
+            let report = match (a.app.location()?, set) {
+                (Location::Dir(app), None) => crate::backup(&app, &options)?,
+                (Location::Store(store), None) => objstore::backup(&store, &options)?,
+                (Location::Store(store), Some(set)) => {
+                    objstore::backup_part(&store, &options, &set)?
+                }
+                (Location::Dir(_), Some(_)) => return Err(parts_need_a_store()),
             };
             ok(json(&report)?)
+        }
+        MoverCommand::Seal(a) => {
+            let set: PartSet = a.part_of.parse()?;
+            let Location::Store(store) = a.app.location()? else {
+                return Err(parts_need_a_store());
+            };
+            let wait = Duration::from_secs(a.lock_timeout);
+            ok(json(&objstore::seal(
+                &store,
+                &set,
+                a.replicas,
+                a.keep_last,
+                wait,
+            )?)?)
         }
         MoverCommand::Restore(a) => {
             let options = RestoreOptions {

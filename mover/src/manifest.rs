@@ -401,12 +401,22 @@ impl Manifest {
     /// Parses and checks, as [`Manifest::load`] does, a manifest with its entries inline
     /// (format 1, 2 or 4) read from `path` (an object's address, for messages).
     pub(crate) fn parse_inline(bytes: &[u8], path: &Path, id: &str) -> Result<Self> {
-        let manifest: Manifest =
-            serde_json::from_slice(bytes).map_err(|source| MoverError::ManifestParse {
-                path: path.to_owned(),
-                source,
-            })?;
-        manifest.checked(path, id, None)
+        Self::parse_json(bytes, path)?.checked(path, id, None)
+    }
+
+    /// Parses and checks a part of a snapshot (see `objstore::parts`): as
+    /// [`Manifest::parse_inline`], against the id it names itself.
+    pub(crate) fn parse_part(bytes: &[u8], path: &Path) -> Result<Self> {
+        let manifest = Self::parse_json(bytes, path)?;
+        let id = manifest.id.clone();
+        manifest.checked(path, &id, None)
+    }
+
+    fn parse_json(bytes: &[u8], path: &Path) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|source| MoverError::ManifestParse {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// The checks of [`Manifest::load`]; entries files (format 3) are read from `snapshot`.

@@ -6,7 +6,8 @@ use hellostateful_api::{HelloStateful, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    NodeSelector, PersistentVolume, PersistentVolumeClaim, Service, Toleration,
+    EnvVar, EnvVarSource, NodeSelector, ObjectFieldSelector, PersistentVolume,
+    PersistentVolumeClaim, Service, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
@@ -390,6 +391,13 @@ fn app_pod_security(app: &AppRef) -> Value {
 pub enum MoverTask {
     /// Snapshot every replica's volume, then apply retention.
     Backup,
+    /// Back up replica `ordinal`'s volume alone, as a part of the backup the Job `set`
+    /// seals: on its own node, where the volume can be mounted (see [`backup_task`]).
+    BackupPart { set: String, ordinal: i32 },
+    /// Seal the parts of a backup of `replicas` replicas into one snapshot, then apply
+    /// retention. The set is the Job's own name (a CronJob names its Jobs); the Job is
+    /// made suspended, and let run once its parts ended.
+    Seal { replicas: i32 },
     /// Restore the snapshot `from` (`latest` or an id) of the app `source` (another app of
     /// the namespace, for `spec.restoreFrom`; None: this app). With `if_exists`, a missing
     /// backup is not an error (a newly created app starts fresh).
@@ -420,7 +428,9 @@ impl MoverTask {
 
     fn component(&self) -> Component {
         match self {
-            MoverTask::Backup => Component::Backup,
+            MoverTask::Backup | MoverTask::BackupPart { .. } | MoverTask::Seal { .. } => {
+                Component::Backup
+            }
             MoverTask::Restore { .. } => Component::Restore,
             // Cleanup of a deleted app: neither a backup nor a restore to report.
             MoverTask::Wipe | MoverTask::Purge => Component::Storage,
@@ -430,9 +440,17 @@ impl MoverTask {
     /// Whether the Job mounts the app's volumes, and whether it writes to them.
     fn data_access(&self) -> Option<bool> {
         match self {
-            MoverTask::Backup => Some(false),
+            MoverTask::Backup | MoverTask::BackupPart { .. } => Some(false),
             MoverTask::Restore { .. } | MoverTask::Wipe => Some(true),
-            MoverTask::Purge => None,
+            MoverTask::Seal { .. } | MoverTask::Purge => None,
+        }
+    }
+
+    /// The ordinals whose volumes the Job mounts, if it mounts any.
+    fn ordinals(&self, app: &AppRef) -> std::ops::Range<i32> {
+        match self {
+            MoverTask::BackupPart { ordinal, .. } => *ordinal..*ordinal + 1,
+            _ => app.ordinals(),
         }
     }
 
@@ -454,6 +472,17 @@ impl MoverTask {
             MoverTask::Backup => vec![
                 "backup".into(),
                 format!("--source={MOVER_DATA_DIR}"),
+                format!("--keep-last={}", app.app.spec.keep_last()),
+            ],
+            MoverTask::BackupPart { set, .. } => vec![
+                "backup".into(),
+                format!("--source={MOVER_DATA_DIR}"),
+                format!("--part-of={set}"),
+            ],
+            MoverTask::Seal { replicas } => vec![
+                "seal".into(),
+                format!("--part-of=$({JOB_NAME_ENV})"),
+                format!("--replicas={replicas}"),
                 format!("--keep-last={}", app.app.spec.keep_last()),
             ],
             MoverTask::Restore {
@@ -500,7 +529,7 @@ fn mover_job_spec(
     let mut mounts = Vec::new();
     let mut env = Vec::new();
     if let Some(writes) = task.data_access() {
-        for ordinal in app.ordinals() {
+        for ordinal in task.ordinals(app) {
             volumes.push(json!({
                 "name": format!("data-{ordinal}"),
                 "persistentVolumeClaim": {"claimName": names::claim(&app.name, ordinal), "readOnly": !writes},
@@ -521,6 +550,7 @@ fn mover_job_spec(
             env = store.mover_env();
             None
         }
+        (MoverTask::BackupPart { .. } | MoverTask::Seal { .. }, _) => None,
         (_, BackupLocation::NodeRoot(_)) => Some((
             names::backup_claim(owner),
             format!("{MOVER_TARGET_DIR}/{}/{owner}", app.namespace),
@@ -539,9 +569,24 @@ fn mover_job_spec(
         volumes.push(volume);
         mounts.push(mount);
     }
+    if matches!(task, MoverTask::Seal { .. }) {
+        // The Job's own name, set by whoever made it (the CronJob controller, or the
+        // reconciler): the name its parts were told to share.
+        env.push(EnvVar {
+            name: JOB_NAME_ENV.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.labels['batch.kubernetes.io/job-name']".into(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
     let retried = matches!(task, MoverTask::Restore { .. });
     let component = task.component();
-    json!({
+    let mut spec = json!({
         // A restore is retried so that an interrupted swap is rolled forward; a failure the
         // mover calls permanent (bad input, a missing or damaged backup) fails at once.
         "backoffLimit": if retried { 3 } else { 1 },
@@ -599,7 +644,27 @@ fn mover_job_spec(
                 "volumes": volumes,
             },
         },
-    })
+    });
+    if matches!(task, MoverTask::Seal { .. }) {
+        spec["suspend"] = json!(true);
+    }
+    spec
+}
+
+/// The environment variable a sealing Job's pod finds its Job's name in.
+const JOB_NAME_ENV: &str = "HELLOSTATEFUL_JOB";
+
+/// How the app is backed up: in one Job that mounts every replica's volume, or, when the
+/// volumes may be on different nodes (ReadWriteOnce claims of a StorageClass, more than
+/// one replica), in parts, each volume by a Job on its own node, sealed by one more Job.
+/// Parts need an object store: a node directory or a claim is reached from one node only.
+pub fn backup_task(app: &AppRef, location: &BackupLocation) -> MoverTask {
+    let replicas = app.app.spec.replicas;
+    let spread = app.app.spec.storage_class().is_some() && replicas > 1;
+    match location {
+        BackupLocation::ObjectStore(_) if spread => MoverTask::Seal { replicas },
+        _ => MoverTask::Backup,
+    }
 }
 
 /// The app's tolerations, and one of a cordoned node's taint.
@@ -625,6 +690,13 @@ pub fn mover_job(
 ) -> Result<Job, Error> {
     let mut metadata = app.metadata(job_name, task.component());
     metadata["labels"][names::ACTION_LABEL] = json!(reason);
+    match task {
+        MoverTask::BackupPart { set, .. } => metadata["labels"][names::PART_OF_LABEL] = json!(set),
+        MoverTask::Seal { replicas } => {
+            metadata["labels"][names::PARTS_LABEL] = json!(replicas.to_string());
+        }
+        _ => {}
+    }
     let spec: JobSpec = build(mover_job_spec(app, task, location, settings))?;
     let mut job: Job =
         build(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata}))?;
@@ -641,6 +713,10 @@ pub fn cronjob(
 ) -> Result<CronJob, Error> {
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
+    let task = backup_task(app, location);
+    if let MoverTask::Seal { replicas } = task {
+        job_labels.insert(names::PARTS_LABEL.to_string(), replicas.to_string());
+    }
     let (time_zone, schedule) = validate::split_time_zone(schedule);
     build(json!({
         "apiVersion": "batch/v1",
@@ -656,7 +732,7 @@ pub fn cronjob(
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
                 "metadata": {"labels": job_labels},
-                "spec": mover_job_spec(app, &MoverTask::Backup, location, settings),
+                "spec": mover_job_spec(app, &task, location, settings),
             },
         },
     }))
@@ -1101,6 +1177,118 @@ mod tests {
                 .claim_name,
             "backups"
         );
+    }
+
+    #[test]
+    fn replicas_on_a_storage_class_are_backed_up_in_parts_each_mounting_its_own_claim() {
+        let store = json!({"objectStore": {
+            "endpoint": "http://s3.test:8333", "bucket": "backups", "credentialsSecret": "keys",
+            "insecure": true,
+        }});
+        let spread = app(
+            json!({"replicas": 2, "storage": {"storageClassName": "local"},
+            "backup": {"target": store}}),
+        );
+        let location =
+            crate::location::resolve(&spread.spec, &[], &[]).expect("object store location");
+        let spread = AppRef::new(&spread).expect("app");
+        assert_eq!(
+            backup_task(&spread, &location),
+            MoverTask::Seal { replicas: 2 }
+        );
+        for (spec, location) in [
+            // One replica, static volumes, or a node-reached target: one Job does it all.
+            (
+                json!({"replicas": 1, "storage": {"storageClassName": "local"}}),
+                &location,
+            ),
+            (json!({"replicas": 2}), &location),
+            (
+                json!({"replicas": 2, "storage": {"storageClassName": "local"}}),
+                &node_root(),
+            ),
+        ] {
+            let whole = app(spec);
+            let whole = AppRef::new(&whole).expect("app");
+            assert_eq!(backup_task(&whole, location), MoverTask::Backup);
+        }
+
+        let part = MoverTask::BackupPart {
+            set: "backup-hello-1".into(),
+            ordinal: 1,
+        };
+        let job = mover_job(
+            &spread,
+            "backup-hello-1-1",
+            &part,
+            "requested",
+            &location,
+            &settings(),
+        )
+        .expect("part");
+        assert_eq!(job.labels()[names::PART_OF_LABEL], "backup-hello-1");
+        let spec = job.spec.expect("spec");
+        assert_eq!(spec.suspend, None, "a part runs at once");
+        let pod = spec.template.spec.expect("pod");
+        assert_baseline(&pod);
+        assert_eq!(
+            claim_names(&pod),
+            ["data-hello-1"],
+            "its own replica's claim only"
+        );
+        let args = pod.containers[0].args.clone().unwrap_or_default();
+        assert_eq!(
+            args[..3],
+            ["backup", "--source=/data", "--part-of=backup-hello-1"]
+        );
+        assert!(
+            !args.iter().any(|a| a.starts_with("--keep-last")),
+            "{args:?}"
+        );
+
+        let seal = MoverTask::Seal { replicas: 2 };
+        let job = mover_job(
+            &spread,
+            "backup-hello-1",
+            &seal,
+            "requested",
+            &location,
+            &settings(),
+        )
+        .expect("seal");
+        assert_eq!(job.labels()[names::PARTS_LABEL], "2");
+        let spec = job.spec.expect("spec");
+        assert_eq!(spec.suspend, Some(true), "let run once its parts ended");
+        let pod = spec.template.spec.expect("pod");
+        assert!(claim_names(&pod).is_empty(), "a seal reads the store only");
+        let container = &pod.containers[0];
+        let args = container.args.clone().unwrap_or_default();
+        assert_eq!(
+            args[..4],
+            [
+                "seal",
+                "--part-of=$(HELLOSTATEFUL_JOB)",
+                "--replicas=2",
+                "--keep-last=10"
+            ]
+        );
+        let job_name = container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == JOB_NAME_ENV)
+            .and_then(|e| e.value_from.as_ref()?.field_ref.as_ref())
+            .map(|f| f.field_path.as_str());
+        assert_eq!(
+            job_name,
+            Some("metadata.labels['batch.kubernetes.io/job-name']")
+        );
+
+        let cronjob = cronjob(&spread, "0 * * * *", &location, &settings()).expect("cronjob");
+        let template = cronjob.spec.expect("spec").job_template;
+        let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+        assert_eq!(labels[names::PARTS_LABEL], "2");
+        assert_eq!(template.spec.and_then(|s| s.suspend), Some(true));
     }
 
     #[test]

@@ -1310,9 +1310,19 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
         }
         backups::Schedule::Keep => {}
     }
-    if let Some(job_name) = &plan.start {
-        pass.start_job(job_name, &MoverTask::Backup, "requested")
+    if let Some((job_name, task)) = &plan.start {
+        pass.start_job(job_name, task, "requested").await?;
+    }
+    for (job_name, task, action) in &plan.parts {
+        pass.start_job(job_name, task, action).await?;
+    }
+    for job_name in &plan.release {
+        // Every part has ended: the sealing Job may run.
+        let patch = json!({"spec": {"suspend": false}});
+        pass.api::<Job>()
+            .patch(job_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        pass.ctx.metrics.writes.inc();
     }
     pass.record = record;
     Ok(())

@@ -148,6 +148,19 @@ impl Children<'_> {
             ("restore", restore),
             ("wipe", MoverTask::Wipe),
             ("purge", MoverTask::Purge),
+            (
+                "seal",
+                MoverTask::Seal {
+                    replicas: spec.replicas.max(1),
+                },
+            ),
+            (
+                "part",
+                MoverTask::BackupPart {
+                    set: format!("seal-{}", app.name),
+                    ordinal: 0,
+                },
+            ),
         ];
         for (kind, task) in tasks {
             let name = format!("{kind}-{}", app.name);

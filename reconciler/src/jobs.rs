@@ -40,10 +40,12 @@ pub fn component(job: &Job) -> Option<Component> {
     }
 }
 
-/// The Job of `component` among `jobs` that is still running, if any.
+/// The Job of `component` among `jobs` that is still running, if any. Parts of a backup
+/// are not counted: the Job that seals them runs from before the first to after the last.
 pub fn running(jobs: &[Arc<Job>], component: Component) -> Option<&Arc<Job>> {
     jobs.iter()
         .filter(|job| self::component(job) == Some(component))
+        .filter(|job| !job.labels().contains_key(names::PART_OF_LABEL))
         .find(|job| is_active(job))
 }
 
@@ -397,6 +399,20 @@ mod tests {
         }))
         .expect("job");
         assert_eq!(state(&job), JobState::Failed("ErrImagePull: gone".into()));
+    }
+
+    #[test]
+    fn a_running_backup_is_the_job_sealing_its_parts_never_a_part() {
+        let part = crate::fixtures::job(
+            "backup-hello-1-0",
+            Component::Backup,
+            None,
+            &[(names::PART_OF_LABEL, "backup-hello-1")],
+        );
+        let seal = crate::fixtures::job("backup-hello-1", Component::Backup, None, &[]);
+        let found = running(&[part.clone(), seal], Component::Backup).map(|j| j.name_any());
+        assert_eq!(found.as_deref(), Some("backup-hello-1"));
+        assert!(running(&[part], Component::Backup).is_none());
     }
 
     #[test]

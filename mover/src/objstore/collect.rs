@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::Store;
 use crate::error::{MoverError, Result};
-use crate::manifest::Kind;
+use crate::manifest::{Kind, Manifest};
 
 /// Older locks were left by a killed mover: a Job runs 12 hours at most.
 const STALE: TimeDelta = TimeDelta::hours(13);
@@ -134,15 +134,17 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
                 crate::chain(&e)
             ))
         })?;
-        for replica in &snapshot.manifest.replicas {
-            for entry in replica.entries.iter().filter(|e| e.kind == Kind::File) {
-                let name = match &entry.pack {
-                    Some(pack) => Some(pack.id.clone()),
-                    None => entry.blake3.clone(),
-                };
-                named.extend(name);
-            }
-        }
+        name_contents(&snapshot.manifest, &mut named);
+    }
+    // A part's contents are named by no snapshot until its set is sealed.
+    let parts = super::parts::stored_parts(store, None).map_err(|e| {
+        MoverError::Usage(format!(
+            "not collecting unreferenced contents: a part of a backup cannot be read ({}), so what it names is unknown",
+            crate::chain(&e)
+        ))
+    })?;
+    for (_, part) in &parts {
+        name_contents(part, &mut named);
     }
     let mut collected = Collected::default();
     for object in store
@@ -164,8 +166,21 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
     Ok(collected)
 }
 
+/// Adds the names of the objects holding `manifest`'s contents (BLAKE3s and pack ids).
+fn name_contents(manifest: &Manifest, named: &mut HashSet<String>) {
+    for replica in &manifest.replicas {
+        for entry in replica.entries.iter().filter(|e| e.kind == Kind::File) {
+            let name = match &entry.pack {
+                Some(pack) => Some(pack.id.clone()),
+                None => entry.blake3.clone(),
+            };
+            named.extend(name);
+        }
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::backup::BackupOptions;
     use crate::names::Selector;
@@ -179,7 +194,8 @@ mod tests {
         tmp
     }
 
-    fn options(source: &std::path::Path) -> BackupOptions {
+    /// A backup of the volumes under `source`, pruning nothing, waiting for no lock.
+    pub(in crate::objstore) fn options(source: &std::path::Path) -> BackupOptions {
         BackupOptions {
             source: source.to_owned(),
             keep_last: None,

@@ -9,6 +9,7 @@
 //! packs/<id[0..2]>/<id>         many small files' contents and their index (see `pack`),
 //!                               shared the same way
 //! snapshots/<id>.json           a snapshot's manifest (entries inline), written last
+//! parts/<set>/<ordinal>.json    a part of a snapshot made by several pods (see `parts`)
 //! locks/<backup|collect>-…      a running backup or collection (see `collect`)
 //! ```
 //!
@@ -24,6 +25,7 @@
 mod catalog;
 mod collect;
 mod pack;
+mod parts;
 mod upload;
 
 use std::path::PathBuf;
@@ -46,6 +48,7 @@ use crate::names::{App, BackupId};
 pub(crate) use catalog::{StoredSnapshot, any, resolve};
 pub use catalog::{delete, describe, list, prune, purge, verify};
 pub use collect::Collected;
+pub use parts::{PartSet, backup_part, seal};
 pub use upload::backup;
 
 /// Environment variable holding the access key id (from the app's Secret).

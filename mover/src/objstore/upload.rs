@@ -15,9 +15,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use object_store::path::Path as Key;
 use object_store::{ObjectStoreExt, WriteMultipart};
 use rustix::fs::FileType;
 
+use super::collect::Lock;
 use super::pack::{PACKED_MAX, Pending};
 use super::{PART_SIZE, Store};
 use crate::backup::{
@@ -27,7 +29,7 @@ use crate::backup::{
 use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
 use crate::fsops::{self, meta_of};
-use crate::manifest::{Entry, Kind, PackRef, Replica, Xattrs};
+use crate::manifest::{Entry, Kind, Manifest, PackRef, Replica, Xattrs};
 use crate::names::BackupId;
 use crate::{swap, volumes};
 
@@ -36,6 +38,33 @@ const UPLOADS_IN_FLIGHT: usize = 16;
 
 /// Backs up every ordinal volume under `options.source` into a new snapshot in `store`.
 pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
+    let Sent {
+        lock,
+        id,
+        mut manifest,
+        totals,
+    } = send(store, options)?;
+    let key = Store::manifest_key(&id);
+    store.put_sealed(&key, &mut manifest)?;
+    let pruned = match options.keep_last {
+        Some(keep) => super::catalog::prune_holding(store, keep, Some(&lock))?.pruned,
+        None => Vec::new(),
+    };
+    Ok(totals.report(&manifest, pruned))
+}
+
+/// What a backup sent: its manifest, not yet stored, and the lock that keeps a collection
+/// from deleting what it names until it is.
+pub(crate) struct Sent<'a> {
+    pub lock: Lock<'a>,
+    pub id: BackupId,
+    pub manifest: Manifest,
+    pub totals: Totals,
+}
+
+/// Sends the contents of every ordinal volume under `options.source` that the store does
+/// not hold yet, and returns the manifest naming them.
+pub(crate) fn send<'a>(store: &'a Store, options: &BackupOptions) -> Result<Sent<'a>> {
     let started = Instant::now();
     let start_time = Utc::now();
     if let Some(keep) = options.keep_last {
@@ -81,7 +110,7 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     }
     uploader.send_pending()?;
     let ordinals: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
-    let mut manifest = totals.manifest(
+    let manifest = totals.manifest(
         &id,
         store.app().label(),
         start_time,
@@ -89,20 +118,27 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
         ordinals,
         replicas,
     );
-    let key = Store::manifest_key(&id);
-    let sealed = manifest
-        .sealed_inline()
-        .map_err(|source| MoverError::ManifestParse {
-            path: store.address(&key),
-            source,
-        })?;
-    crate::fault::step();
-    store.put_bytes(&key, Bytes::from(sealed))?;
-    let pruned = match options.keep_last {
-        Some(keep) => super::catalog::prune_holding(store, keep, Some(&lock))?.pruned,
-        None => Vec::new(),
-    };
-    Ok(totals.report(&manifest, pruned))
+    Ok(Sent {
+        lock,
+        id,
+        manifest,
+        totals,
+    })
+}
+
+impl Store {
+    /// Seals `manifest` with its entries inline and puts it at `key`: the last write of a
+    /// snapshot (or of a part of one).
+    pub(crate) fn put_sealed(&self, key: &Key, manifest: &mut Manifest) -> Result<()> {
+        let sealed = manifest
+            .sealed_inline()
+            .map_err(|source| MoverError::ManifestParse {
+                path: self.address(key),
+                source,
+            })?;
+        crate::fault::step();
+        self.put_bytes(key, Bytes::from(sealed))
+    }
 }
 
 /// What is stored, before anything is sent: after a snapshot, what it names (a collection
