@@ -352,10 +352,13 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   has_event "$NS" Deleted
 }
 
-# Last: it replaces the running reconciler for a minute, and puts it back.
-test_install_waits_and_names_an_image_the_nodes_cannot_pull() {
-  local good out
+# Last: it replaces the running reconciler for a minute, and puts it back. Installs keep the
+# settings an admin changed (here moverStartSeconds) unless a flag sets them.
+test_install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings() {
+  local good out start
   good=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverImage}')
+  start=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverStartSeconds}')
+  kubectl -n "$RECONCILER_NS" patch configmap hellostateful-settings --type merge -p '{"data": {"moverStartSeconds": "75"}}' >/dev/null
   if out=$("$HS_PLUGIN" install --image hellostateful.invalid/reconciler:0.0.0 --timeout 3m 2>&1); then
     echo "install succeeded with an image nobody can pull:"; echo "$out"; "$HS_PLUGIN" install --image "$good"; return 1
   fi
@@ -366,7 +369,11 @@ test_install_waits_and_names_an_image_the_nodes_cannot_pull() {
   "$HS_PLUGIN" install --image "$good" >/dev/null
   ((ok)) || { echo "unexpected output: $out"; return 1; }
   [[ $(kubectl -n "$RECONCILER_NS" get deploy hellostateful-reconciler -o jsonpath='{.status.availableReplicas}') == 1 ]]
+  local kept
+  kept=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverStartSeconds}')
+  kubectl -n "$RECONCILER_NS" patch configmap hellostateful-settings --type merge -p "{\"data\": {\"moverStartSeconds\": \"${start:-60}\"}}" >/dev/null
   "$HS_PLUGIN" install --wait=false >/dev/null
+  [[ $kept == 75 ]] || { echo "moverStartSeconds after two installs: $kept"; return 1; }
 }
 
 run_test dry_runs_change_nothing test_dry_runs_change_nothing
@@ -388,5 +395,5 @@ run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
 run_test create_from_backup_of_a_deleted_app_brings_its_newest_data test_create_from_backup_of_a_deleted_app_brings_its_newest_data
 run_test delete_without_a_running_reconciler_says_why_the_app_stays test_delete_without_a_running_reconciler_says_why_the_app_stays
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
-run_test install_waits_and_names_an_image_the_nodes_cannot_pull test_install_waits_and_names_an_image_the_nodes_cannot_pull
+run_test install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings test_install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings
 summary

@@ -322,7 +322,8 @@ ValidatingAdmissionPolicy that holds the reconciler to those settings (Kubernete
 later), and its Deployment, from manifests embedded in this binary, by server-side apply \
 (field manager kubectl-hellostateful). Only the cluster admin chooses node paths: an app's \
 backups go to <root>/<namespace>/<name> under one of the allowed roots. An upgrade without \
---backup-roots keeps the roots the cluster has. Waits for the CRD to be established and for \
+--backup-roots keeps the roots the cluster has, and every upgrade keeps the settings' \
+moverStartSeconds. Waits for the CRD to be established and for \
 the reconciler to be available (--wait=false returns once applied); exits non-zero with the \
 pod's own reason when it cannot start, such as an image the nodes cannot pull. Prints the \
 allowed backup roots and the image.",

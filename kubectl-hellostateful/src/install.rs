@@ -1,6 +1,7 @@
 //! `install` and `uninstall`: the CRD, RBAC, the admin's settings, the admission policy
 //! and the reconciler, from manifests embedded in the binary, by server-side apply.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -132,9 +133,13 @@ fn nested(a: &str, b: &str) -> bool {
 }
 
 /// Every embedded object. `image` replaces the reconciler's image, which is also the only
-/// image backup and restore Jobs may run (`moverImage`); `backup_roots` replaces the node
-/// directories the admin allows.
-pub fn documents(image: Option<&str>, backup_roots: Option<&str>) -> Result<Vec<Value>, CliError> {
+/// image backup and restore Jobs may run (`moverImage`); `settings` replace those keys of
+/// the settings ConfigMap (`backupRoots`, the node directories the admin allows, and the
+/// others the admin may have changed: see [`KEPT_SETTINGS`]).
+pub fn documents(
+    image: Option<&str>,
+    settings: &BTreeMap<String, String>,
+) -> Result<Vec<Value>, CliError> {
     let mut all = Vec::new();
     for (_, text) in MANIFESTS {
         all.extend(parse_documents(text)?);
@@ -149,18 +154,15 @@ pub fn documents(image: Option<&str>, backup_roots: Option<&str>) -> Result<Vec<
             if let Some(image) = image {
                 doc["data"]["moverImage"] = Value::from(image);
             }
-            if let Some(roots) = backup_roots {
-                doc["data"]["backupRoots"] = Value::from(roots);
+            for (key, value) in settings {
+                doc["data"][key] = Value::from(value.as_str());
             }
         }
     }
     // The reconciler reads the settings into its environment once, at start: a change of
     // them must change its pod template, so that the Deployment rolls it.
-    let hash = short_hash(&format!(
-        "{}\n{}",
-        setting(&all, "backupRoots").unwrap_or_default(),
-        setting(&all, "moverImage").unwrap_or_default()
-    ));
+    let data = all.iter().find(|d| is_settings(d)).map(|d| &d["data"]);
+    let hash = short_hash(&data.map(Value::to_string).unwrap_or_default());
     for doc in all.iter_mut().filter(|d| d["kind"] == "Deployment") {
         if let Some(template) = doc.pointer_mut("/spec/template")
             && template.is_object()
@@ -174,7 +176,7 @@ pub fn documents(image: Option<&str>, backup_roots: Option<&str>) -> Result<Vec<
 /// The image this plugin installs (its embedded settings' moverImage; a release pins it
 /// by digest): what a backups pod runs when the reconciler's Deployment cannot be read.
 pub fn default_image() -> String {
-    documents(None, None)
+    documents(None, &BTreeMap::new())
         .ok()
         .and_then(|docs| setting(&docs, "moverImage").map(str::to_string))
         .unwrap_or_else(|| RECONCILER.to_string())
@@ -243,9 +245,13 @@ async fn api_for(client: &Client, doc: &Value) -> Result<Option<Api<DynamicObjec
     }))
 }
 
-/// The backup roots the cluster has now, so that an upgrade without --backup-roots keeps
-/// what the admin chose.
-async fn current_backup_roots(client: &Client) -> Result<Option<String>, CliError> {
+/// Settings an upgrade keeps as the cluster has them (the admin may have changed them), when
+/// no flag sets them: the node directories backups may go to, and how long a mover pod may
+/// take to start.
+pub const KEPT_SETTINGS: [&str; 2] = ["backupRoots", "moverStartSeconds"];
+
+/// The settings of [`KEPT_SETTINGS`] the cluster has now (those not empty).
+async fn current_settings(client: &Client) -> Result<BTreeMap<String, String>, CliError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let settings = api.get_opt(SETTINGS).await.map_err(|e| {
         explain(
@@ -253,17 +259,20 @@ async fn current_backup_roots(client: &Client) -> Result<Option<String>, CliErro
             &Action::new("get", format!("configmap {SYSTEM_NAMESPACE}/{SETTINGS}")),
         )
     })?;
-    Ok(settings
-        .and_then(|c| c.data)
-        .and_then(|mut data| data.remove("backupRoots"))
-        .filter(|roots| !roots.trim().is_empty()))
+    let mut data = settings.and_then(|c| c.data).unwrap_or_default();
+    data.retain(|key, value| KEPT_SETTINGS.contains(&key.as_str()) && !value.trim().is_empty());
+    Ok(data)
 }
 
 /// `install`.
 pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> {
     let roots_flag = args.backup_roots.as_ref().map(ToString::to_string);
+    let mut settings = BTreeMap::new();
+    if let Some(roots) = &roots_flag {
+        settings.insert("backupRoots".to_string(), roots.clone());
+    }
     if args.dry_run == DryRun::Client {
-        let docs = documents(args.image.as_deref(), roots_flag.as_deref())?;
+        let docs = documents(args.image.as_deref(), &settings)?;
         return match ctx.output() {
             OutputFormat::Json => to_json(&crate::output::list_of(docs)),
             OutputFormat::Name => Ok(docs
@@ -281,15 +290,11 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         };
     }
     let kube = ctx.connect().await?;
-    let (roots, kept) = match roots_flag {
-        Some(roots) => (Some(roots), false),
-        None => {
-            let current = current_backup_roots(&kube.client).await?;
-            let kept = current.is_some();
-            (current, kept)
-        }
-    };
-    let docs = documents(args.image.as_deref(), roots.as_deref())?;
+    let mut current = current_settings(&kube.client).await?;
+    let kept = roots_flag.is_none() && current.contains_key("backupRoots");
+    // A flag wins over what the cluster has.
+    current.append(&mut settings);
+    let docs = documents(args.image.as_deref(), &current)?;
     // Every kind is looked up before anything is applied: a cluster that lacks one (the
     // admission policy needs Kubernetes 1.30) gets nothing half-installed.
     let mut apis = Vec::with_capacity(docs.len());
@@ -490,7 +495,7 @@ fn cannot_start(pod: &Pod) -> Option<String> {
 
 /// `uninstall`.
 pub async fn uninstall(ctx: &Ctx, args: &UninstallArgs) -> Result<String, CliError> {
-    let docs = documents(None, None)?;
+    let docs = documents(None, &BTreeMap::new())?;
     if args.include_crd && !args.yes {
         return Err(CliError::Usage(format!(
             "--include-crd deletes the CRD {CRD_NAME} and with it every HelloStateful app in the cluster (their StatefulSets, volumes and data; backups are kept): pass --yes as well if that is what you want"
@@ -643,7 +648,7 @@ mod tests {
 
     #[test]
     fn the_embedded_manifests_come_in_kustomization_order() {
-        let docs = documents(None, None).unwrap();
+        let docs = documents(None, &BTreeMap::new()).unwrap();
         let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
         let position = |kind: &str| {
             kinds
@@ -683,7 +688,8 @@ mod tests {
 
     #[test]
     fn image_and_backup_roots_go_into_the_deployment_and_the_settings() {
-        let docs = documents(Some("img:9"), Some("/tmp/backup,/srv/b")).unwrap();
+        let settings = BTreeMap::from([("backupRoots".into(), "/tmp/backup,/srv/b".into())]);
+        let docs = documents(Some("img:9"), &settings).unwrap();
         let crd = docs
             .iter()
             .find(|d| d["kind"] == "CustomResourceDefinition")
@@ -713,16 +719,22 @@ mod tests {
                 ["annotations"][SETTINGS_HASH]
                 .clone()
         };
-        let default = hash(&documents(None, None).unwrap());
+        let default = hash(&documents(None, &BTreeMap::new()).unwrap());
         assert!(default.is_string());
-        assert_eq!(default, hash(&documents(None, None).unwrap()));
-        assert_ne!(default, hash(&documents(None, Some("/srv/b")).unwrap()));
-        assert_ne!(default, hash(&documents(Some("img:9"), None).unwrap()));
+        assert_eq!(default, hash(&documents(None, &BTreeMap::new()).unwrap()));
+        for key in KEPT_SETTINGS {
+            let changed = BTreeMap::from([(key.to_string(), "300".to_string())]);
+            assert_ne!(default, hash(&documents(None, &changed).unwrap()), "{key}");
+        }
+        assert_ne!(
+            default,
+            hash(&documents(Some("img:9"), &BTreeMap::new()).unwrap())
+        );
     }
 
     #[test]
     fn by_default_the_jobs_run_the_reconciler_image_and_backups_go_to_tmp_backup() {
-        let docs = documents(None, None).unwrap();
+        let docs = documents(None, &BTreeMap::new()).unwrap();
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         assert_eq!(
             setting(&docs, "moverImage"),

@@ -97,7 +97,7 @@ struct RunArgs {
     #[arg(
         long,
         env = "HELLOSTATEFUL_MOVER_START_SECONDS",
-        default_value_t = 60,
+        default_value_t = controller::START_PATIENCE.as_secs(),
         value_parser = clap::value_parser!(u64).range(10..=3600),
         value_name = "SECONDS"
     )]
