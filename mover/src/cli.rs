@@ -49,6 +49,20 @@ pub enum MoverCommand {
         --name hello --dest /data --from latest --if-exists"
     )]
     Restore(RestoreArgs),
+    /// Commit a restore made by several pods, once each staged its volumes.
+    #[command(
+        long_about = "When an app's replicas keep their volumes on different nodes, each \
+        volume is restored by a pod of its own in two steps: `restore --part-of SET --from \
+        ID` stages the backup beside the live data, and, once this has committed SET, \
+        `restore --part-of SET --swap` swaps it in. This commits SET only if every ordinal of \
+        0..--replicas staged the same backup; from then on every volume of it is swapped in \
+        (a swap interrupted anywhere is finished by the next restore of that volume), \
+        and before, none is. Object stores only. Prints what `restore` prints, for every \
+        volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
+        --name hello --store-endpoint https://s3.example.com --store-bucket backups \
+        --part-of restore-hello-1a2b3c4d --replicas 3"
+    )]
+    CommitRestore(CommitRestoreArgs),
     /// List the complete snapshots of an app, newest first.
     #[command(
         long_about = "List the complete snapshots of an app, newest first: id, time, \
@@ -248,11 +262,18 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "DIR", default_value = "/data")]
     pub dest: PathBuf,
     /// The snapshot to restore: a backup id such as 20261129T150102Z, or "latest"
-    #[arg(long, value_name = "ID|latest")]
-    pub from: String,
+    #[arg(long, value_name = "ID|latest", required_unless_present = "swap")]
+    pub from: Option<String>,
     /// If the app has no complete backup at all, succeed without restoring anything
     #[arg(long)]
     pub if_exists: bool,
+    /// Only stage the snapshot on the volumes under --dest, as a part of the restore that
+    /// `commit-restore --part-of SET` commits (object stores only)
+    #[arg(long, value_name = "SET")]
+    pub part_of: Option<String>,
+    /// Swap in what `--part-of SET` staged, once SET was committed
+    #[arg(long, requires = "part_of", conflicts_with_all = ["from", "if_exists"])]
+    pub swap: bool,
     /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
     /// failure the error message is written instead
     #[arg(long, value_name = "PATH")]
@@ -260,6 +281,24 @@ pub struct RestoreArgs {
     /// Seconds to wait for a running backup or prune of the app to finish
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub lock_timeout: u64,
+}
+
+/// Arguments of `commit-restore`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommitRestoreArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub app: AppArgs,
+    /// The set to commit (as given to `restore --part-of`)
+    #[arg(long, value_name = "SET")]
+    pub part_of: String,
+    /// How many replicas the app has: ordinals 0..N must all have staged
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub replicas: u32,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
 }
 
 /// Arguments of `backups`.
@@ -372,6 +411,7 @@ pub fn run(cmd: MoverCommand) -> ExitCode {
         MoverCommand::Backup(a) => a.termination_log.clone(),
         MoverCommand::Seal(a) => a.termination_log.clone(),
         MoverCommand::Restore(a) => a.termination_log.clone(),
+        MoverCommand::CommitRestore(a) => a.termination_log.clone(),
         MoverCommand::Wipe(a) => a.termination_log.clone(),
         MoverCommand::Purge(a) => a.termination_log.clone(),
         _ => None,
@@ -417,10 +457,11 @@ fn json(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| MoverError::Usage(format!("cannot encode JSON: {e}")))
 }
 
-/// A node directory is reached by one pod, which backs up every volume itself.
+/// A node directory is reached by one pod, which backs up or restores every volume itself.
 fn parts_need_a_store() -> MoverError {
     MoverError::Usage(
-        "a backup in parts (--part-of) needs an object store (--store-endpoint, --store-bucket)"
+        "a backup or restore in parts (--part-of) needs an object store (--store-endpoint, \
+         --store-bucket)"
             .into(),
     )
 }
@@ -464,18 +505,45 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
             )?)?)
         }
         MoverCommand::Restore(a) => {
+            let lock_wait = Duration::from_secs(a.lock_timeout);
+            let set = a
+                .part_of
+                .as_deref()
+                .map(str::parse::<PartSet>)
+                .transpose()?;
+            let location = a.app.location()?;
+            if let (Some(set), true) = (&set, a.swap) {
+                let Location::Store(store) = location else {
+                    return Err(parts_need_a_store());
+                };
+                return ok(json(&objstore::swap_part(
+                    &store, &a.dest, lock_wait, set,
+                )?)?);
+            }
             let options = RestoreOptions {
                 dest: a.dest,
-                from: a.from.parse::<Selector>()?,
+                from: a.from.as_deref().unwrap_or("latest").parse::<Selector>()?,
                 if_exists: a.if_exists,
-                lock_wait: Duration::from_secs(a.lock_timeout),
+                lock_wait,
                 commit_note: a.termination_log.clone(),
             };
-            let outcome = match a.app.location()? {
-                Location::Dir(app) => crate::restore(&app, &options)?,
-                Location::Store(store) => crate::restore_from_store(&store, &options)?,
+            match (location, set) {
+                (Location::Dir(app), None) => ok(json(&crate::restore(&app, &options)?)?),
+                (Location::Store(store), None) => {
+                    ok(json(&crate::restore_from_store(&store, &options)?)?)
+                }
+                (Location::Store(store), Some(set)) => {
+                    ok(json(&objstore::stage_part(&store, &options, &set)?)?)
+                }
+                (Location::Dir(_), Some(_)) => Err(parts_need_a_store()),
+            }
+        }
+        MoverCommand::CommitRestore(a) => {
+            let set: PartSet = a.part_of.parse()?;
+            let Location::Store(store) = a.app.location()? else {
+                return Err(parts_need_a_store());
             };
-            ok(json(&outcome)?)
+            ok(json(&objstore::commit(&store, &set, a.replicas)?)?)
         }
         MoverCommand::Backups(a) => {
             let snapshots: Vec<SnapshotInfo> = match a.app.location()? {

@@ -142,7 +142,12 @@ fn two_paths(
                 to.display()
             ),
         },
-        _ => MoverError::Copy { from, to, source },
+        _ => MoverError::Copy {
+            action,
+            from,
+            to,
+            source,
+        },
     }
 }
 

@@ -28,9 +28,11 @@ pub enum MoverError {
         source: io::Error,
     },
 
-    /// Copying the contents of one file into another failed.
-    #[error("cannot copy {} to {}", from.display(), to.display())]
+    /// Copying one file into another, or linking or renaming it, failed.
+    #[error("cannot {action} {} to {}", from.display(), to.display())]
     Copy {
+        /// What was done: copy, link or rename.
+        action: &'static str,
         /// The file being read.
         from: PathBuf,
         /// The file being written.

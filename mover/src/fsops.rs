@@ -299,6 +299,7 @@ pub(crate) fn copy_into(
     let mut hasher = blake3::Hasher::new();
     let len = if holes {
         copy_segments(src, &dst, &mut hasher, buf).map_err(|source| MoverError::Copy {
+            action: "copy",
             from: from.to_owned(),
             to: to.to_owned(),
             source,
@@ -307,6 +308,7 @@ pub(crate) fn copy_into(
         .then(|| copy_in_kernel(src, &dst, &mut hasher, buf))
         .transpose()
         .map_err(|source| MoverError::Copy {
+            action: "copy",
             from: from.to_owned(),
             to: to.to_owned(),
             source,

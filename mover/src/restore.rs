@@ -111,11 +111,13 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
 
 /// Restores a snapshot kept in an object store into the ordinal volumes under
 /// `options.dest`: the same staging, checks and swap, each file downloaded and hashed.
+/// A restore made in parts that was interrupted is finished or undone first, as the store
+/// records (the app's volumes may have been on several nodes then).
 pub fn restore_from_store(store: &Store, options: &RestoreOptions) -> Result<RestoreOutcome> {
     let started = Instant::now();
     let volumes = volumes::ordinal_dirs(&options.dest)?;
     let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
-    swap::recover(&volumes)?;
+    objstore::recover(store, &volumes)?;
     if options.if_exists && !objstore::any(store)? {
         return Ok(not_restored());
     }
@@ -123,7 +125,7 @@ pub fn restore_from_store(store: &Store, options: &RestoreOptions) -> Result<Res
     swap_in(&Source::Store(store, &snapshot), &volumes, options, started)
 }
 
-fn not_restored() -> RestoreOutcome {
+pub(crate) fn not_restored() -> RestoreOutcome {
     RestoreOutcome::NotRestored(NotRestored {
         restored: false,
         reason: "NoBackup",
@@ -131,7 +133,7 @@ fn not_restored() -> RestoreOutcome {
 }
 
 /// Where a restore reads a snapshot from.
-enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// A snapshot directory on the backup target.
     Local(&'a Snapshot),
     /// A manifest in an object store and the contents it names.
@@ -139,7 +141,7 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
-    fn id(&self) -> &str {
+    pub fn id(&self) -> &str {
         match self {
             Source::Local(s) => s.id.as_str(),
             Source::Store(_, s) => s.id.as_str(),
@@ -168,6 +170,69 @@ fn swap_in(
     options: &RestoreOptions,
     started: Instant,
 ) -> Result<RestoreOutcome> {
+    let staged = stage_volumes(source, volumes, &options.dest)?;
+    if staged.ordinals.is_empty() {
+        return Err(MoverError::Usage(format!(
+            "backup {} holds ordinals {:?}, none of which is a volume in {}",
+            source.id(),
+            source.manifest().ordinals,
+            options.dest.display()
+        )));
+    }
+    let id = source.id();
+    swap::prepare(&staged.volumes, id, &staged.ordinals, None)?;
+    if let Some(note) = &options.commit_note {
+        let text = format!(
+            "error: {SWAP_INTERRUPTED} with backup {id} (it stopped before the swap finished; \
+             the next restore finishes the swap first)"
+        );
+        std::fs::write(note, text).map_err(io_err("write", note))?;
+    }
+    let owned = swap::commit(&staged.volumes, id, &staged.ordinals).map_err(|e| {
+        MoverError::SwapInterrupted {
+            id: id.to_owned(),
+            source: Box::new(e),
+        }
+    })?;
+    if !owned {
+        staged.shortfalls.unowned.store(true, Ordering::Relaxed);
+    }
+    staged.shortfalls.warn();
+    Ok(RestoreOutcome::Restored(RestoreReport {
+        restored: true,
+        id: id.to_owned(),
+        bytes: staged.bytes,
+        files: staged.files,
+        duration_ms: started.elapsed().as_millis() as u64,
+        ordinals: staged.ordinals,
+    }))
+}
+
+/// The volumes a snapshot was staged on, complete and durable, not yet prepared.
+pub(crate) struct StagedVolumes<'v> {
+    pub volumes: Vec<swap::Staged<'v>>,
+    /// Their ordinals (those of the mounted volumes the snapshot holds).
+    pub ordinals: Vec<u32>,
+    pub bytes: u64,
+    pub files: u64,
+    shortfalls: Shortfalls,
+}
+
+impl StagedVolumes<'_> {
+    /// Warns of what the staging could not give back as it was.
+    pub fn warn(&self) {
+        self.shortfalls.warn();
+    }
+}
+
+/// Copies `source` into the staging directory of each of `volumes` it holds data for (all
+/// checked for room first), and makes them durable. On an error, every staging directory
+/// made is removed: nothing live was touched.
+pub(crate) fn stage_volumes<'v>(
+    source: &Source,
+    volumes: &'v [(u32, Dir)],
+    dest: &Path,
+) -> Result<StagedVolumes<'v>> {
     let manifest = source.manifest();
     let snapshot_id = source.id();
     let mut pairs: Vec<(&Replica, &Dir)> = Vec::new();
@@ -178,7 +243,7 @@ fn swap_in(
                 "backup {} holds ordinal {} but {} has no such volume; skipped",
                 snapshot_id,
                 replica.ordinal,
-                options.dest.display()
+                dest.display()
             )),
         }
     }
@@ -191,27 +256,22 @@ fn swap_in(
             ));
         }
     }
-    if pairs.is_empty() {
-        return Err(MoverError::Usage(format!(
-            "backup {} holds ordinals {:?}, none of which is a volume in {}",
-            snapshot_id,
-            manifest.ordinals,
-            options.dest.display()
-        )));
-    }
-
     for (replica, volume) in &pairs {
         check_space(source, replica, volume)?;
     }
-    let shortfalls = Shortfalls::default();
-    let mut totals = (0u64, 0u64);
-    let mut staged = Vec::new();
+    let mut staged = StagedVolumes {
+        volumes: Vec::new(),
+        ordinals: pairs.iter().map(|(r, _)| r.ordinal).collect(),
+        bytes: 0,
+        files: 0,
+        shortfalls: Shortfalls::default(),
+    };
     for (replica, volume) in &pairs {
-        match stage(source, replica, volume, &shortfalls) {
+        match stage(source, replica, volume, &staged.shortfalls) {
             Ok((bytes, files, staging)) => {
-                totals.0 += bytes;
-                totals.1 += files;
-                staged.push(swap::Staged {
+                staged.bytes += bytes;
+                staged.files += files;
+                staged.volumes.push(swap::Staged {
                     volume,
                     staging,
                     root: replica.root,
@@ -219,7 +279,6 @@ fn swap_in(
                 });
             }
             Err(e) => {
-                // Nothing live was touched; drop every staging directory made so far.
                 for (_, volume) in &pairs {
                     if let Err(e) = volume.remove_tree(swap::STAGING) {
                         crate::warn(crate::chain(&e));
@@ -232,32 +291,7 @@ fn swap_in(
     for (_, volume) in &pairs {
         volume.sync_filesystem()?;
     }
-    let id = snapshot_id;
-    let ordinals: Vec<u32> = pairs.iter().map(|(r, _)| r.ordinal).collect();
-    swap::prepare(&staged, id, &ordinals)?;
-    if let Some(note) = &options.commit_note {
-        let text = format!(
-            "error: {SWAP_INTERRUPTED} with backup {id} (it stopped before the swap finished; \
-             the next restore finishes the swap first)"
-        );
-        std::fs::write(note, text).map_err(io_err("write", note))?;
-    }
-    let owned = swap::commit(&staged, id, &ordinals).map_err(|e| MoverError::SwapInterrupted {
-        id: id.to_owned(),
-        source: Box::new(e),
-    })?;
-    if !owned {
-        shortfalls.unowned.store(true, Ordering::Relaxed);
-    }
-    shortfalls.warn();
-    Ok(RestoreOutcome::Restored(RestoreReport {
-        restored: true,
-        id: snapshot_id.to_owned(),
-        bytes: totals.0,
-        files: totals.1,
-        duration_ms: started.elapsed().as_millis() as u64,
-        ordinals,
-    }))
+    Ok(staged)
 }
 
 /// What a restore could not give back as it was, for one warning each.

@@ -69,6 +69,10 @@ struct Journal {
     id: String,
     /// Every ordinal this restore swaps.
     ordinals: Vec<u32>,
+    /// The set of a restore made in parts, one pod per volume: whether it was committed
+    /// is then recorded by the set's coordinator, not told by the other volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    set: Option<String>,
     /// Metadata for the volume root, applied last.
     root: Meta,
     /// Extended attributes for the volume root, applied with its metadata.
@@ -239,17 +243,71 @@ pub(crate) struct Staged<'a> {
     pub root_xattrs: Xattrs,
 }
 
-/// Marks every volume `Prepared`: nothing live has moved yet.
-pub(crate) fn prepare(staged: &[Staged<'_>], id: &str, ordinals: &[u32]) -> Result<()> {
+/// Marks every volume `Prepared`: nothing live has moved yet. `set` names a restore made
+/// in parts (see [`recover_parts`]).
+pub(crate) fn prepare(
+    staged: &[Staged<'_>],
+    id: &str,
+    ordinals: &[u32],
+    set: Option<&str>,
+) -> Result<()> {
     for s in staged {
         // Refuse a swapped staging directory before the journal commits us to it.
         s.volume
             .open_dir(STAGING)?
             .stat()?
             .expect_same(&s.staging, &s.volume.join(STAGING))?;
-        write_journal(s.volume, &s.journal(id, ordinals))?;
+        let mut journal = s.journal(id, ordinals);
+        journal.set = set.map(str::to_owned);
+        write_journal(s.volume, &journal)?;
     }
     Ok(())
+}
+
+/// Finishes or undoes, in each of `volumes` on its own, the swap of a restore made in
+/// parts, then recovers as [`recover`] does. A pod sees only its own volume, so whether
+/// such a restore was committed is asked of `committed(set)` (its coordinator's record):
+/// committed, or already past `Prepared` here, it is rolled forward; else rolled back,
+/// which leaves this volume's live data as it was. Returns the sets rolled forward.
+pub(crate) fn recover_parts(
+    volumes: &[(u32, Dir)],
+    committed: impl Fn(&str) -> Result<bool>,
+) -> Result<Vec<String>> {
+    let mut finished = Vec::new();
+    for (_, volume) in volumes {
+        if volume.exists(JOURNAL_TMP)? {
+            volume.remove_file(JOURNAL_TMP)?;
+        }
+        let Some(journal) = read_journal(volume)? else {
+            continue;
+        };
+        let Some(set) = journal.set.clone() else {
+            continue; // a one-pod restore's: `recover` below
+        };
+        if journal.phase != Phase::Prepared || committed(&set)? {
+            crate::warn(format!(
+                "completing the swap of restore {set} (backup {}) in {}",
+                journal.id,
+                volume.path().display()
+            ));
+            let journal = advance(volume, journal)?;
+            finish(volume, &journal)?;
+            finished.push(set);
+        } else {
+            crate::warn(format!(
+                "undoing restore {set} (backup {}) in {}: it was never committed",
+                journal.id,
+                volume.path().display()
+            ));
+            if volume.exists(STAGING)? {
+                volume.remove_tree(STAGING)?;
+            }
+            volume.remove_file(JOURNAL)?;
+            volume.sync()?;
+        }
+    }
+    recover(volumes)?;
+    Ok(finished)
 }
 
 /// Swaps every prepared volume in: the first journal moved past `Prepared` commits the
@@ -273,6 +331,7 @@ impl Staged<'_> {
             phase: Phase::Prepared,
             id: id.to_owned(),
             ordinals: ordinals.to_vec(),
+            set: None,
             root: self.root,
             root_xattrs: self.root_xattrs.clone(),
         }

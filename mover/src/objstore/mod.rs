@@ -10,6 +10,7 @@
 //!                               shared the same way
 //! snapshots/<id>.json           a snapshot's manifest (entries inline), written last
 //! parts/<set>/<ordinal>.json    a part of a snapshot made by several pods (see `parts`)
+//! restores/<set>/…              a restore made by several pods (see `restore_parts`)
 //! locks/<backup|collect>-…      a running backup or collection (see `collect`)
 //! ```
 //!
@@ -26,6 +27,7 @@ mod catalog;
 mod collect;
 mod pack;
 mod parts;
+mod restore_parts;
 mod upload;
 
 use std::path::PathBuf;
@@ -49,6 +51,8 @@ pub(crate) use catalog::{StoredSnapshot, any, resolve};
 pub use catalog::{delete, describe, list, prune, purge, verify};
 pub use collect::Collected;
 pub use parts::{PartSet, backup_part, seal};
+pub(crate) use restore_parts::recover;
+pub use restore_parts::{StagedPart, commit, stage_part, swap_part};
 pub use upload::backup;
 
 /// Environment variable holding the access key id (from the app's Secret).

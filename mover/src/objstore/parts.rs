@@ -57,7 +57,7 @@ impl std::fmt::Display for PartSet {
 }
 
 /// Parts older than this were left by a set that never sealed (a Job runs 12 hours at most).
-const STALE_PARTS: chrono::TimeDelta = chrono::TimeDelta::hours(13);
+pub(super) const STALE_PARTS: chrono::TimeDelta = chrono::TimeDelta::hours(13);
 
 fn set_prefix(set: &PartSet) -> String {
     format!("parts/{set}")

@@ -1,0 +1,465 @@
+//! A restore made in parts: when an app's replicas keep their volumes on different nodes,
+//! no one pod can mount them all, so the all-or-nothing swap of `swap` becomes a two-phase
+//! commit whose coordinator's decision is kept in the store:
+//!
+//! 1. `restore --part-of SET --from X`, one pod per volume: stages the snapshot on the
+//!    volume, marks it `Prepared` (journal naming SET), and records what it staged at
+//!    `restores/<set>/<ordinal>.json`. Live data is untouched.
+//! 2. `commit-restore --part-of SET --replicas N`, once every part ended: checks that
+//!    every ordinal staged, and the same backup, then writes `restores/<set>/commit.json`.
+//!    From then on the set is committed: every volume of it is rolled forward, whatever
+//!    fails.
+//! 3. `restore --part-of SET --swap`, one pod per volume again: swaps the staged data in,
+//!    and removes the volume's record (the last one removes the commit record).
+//!
+//! Any restore of a volume first recovers a journal of a set: rolled forward if the set's
+//! commit record exists (or its swap began), else rolled back ([`swap::recover_parts`]).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use object_store::path::Path as Key;
+use serde::{Deserialize, Serialize};
+
+use super::parts::STALE_PARTS;
+use super::{PartSet, Store};
+use crate::confined::Dir;
+use crate::error::{MoverError, Result};
+use crate::restore::{self, RestoreOptions, RestoreOutcome, RestoreReport, Source};
+use crate::{swap, volumes};
+
+/// What one pod staged, as recorded for the coordinator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StagedPart {
+    /// The backup staged; None when the app has no backup at all and the restore was asked
+    /// only if one exists (a newly created app then starts empty).
+    pub id: Option<String>,
+    /// The volumes this pod mounted.
+    pub volumes: Vec<u32>,
+    /// Those the backup holds data for, now staged (the others are left as they are).
+    pub staged: Vec<u32>,
+    pub bytes: u64,
+    pub files: u64,
+    pub duration_ms: u64,
+}
+
+/// The coordinator's decision: the set goes ahead with this backup.
+#[derive(Debug, Serialize, Deserialize)]
+struct Committed {
+    id: String,
+}
+
+fn set_prefix(set: &PartSet) -> String {
+    format!("restores/{set}")
+}
+
+fn record_key(set: &PartSet, ordinal: u32) -> Key {
+    Key::from(format!("{}/{ordinal}.json", set_prefix(set)))
+}
+
+fn commit_key(set: &PartSet) -> Key {
+    Key::from(format!("{}/commit.json", set_prefix(set)))
+}
+
+impl Store {
+    fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &Key) -> Result<Option<T>> {
+        let Some(bytes) = self.get_bytes(key)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| MoverError::ManifestParse {
+                path: self.address(key),
+                source,
+            })
+    }
+
+    fn put_json(&self, key: &Key, value: &impl Serialize) -> Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(|source| MoverError::ManifestParse {
+            path: self.address(key),
+            source,
+        })?;
+        self.put_bytes(key, Bytes::from(bytes))
+    }
+
+    /// Whether restore set `set` was committed (a journal names it: it is one word of
+    /// DNS-label characters, else it is no set of ours and was never committed).
+    fn restore_committed(&self, set: &str) -> Result<bool> {
+        match set.parse::<PartSet>() {
+            Ok(set) => Ok(self.get_json::<Committed>(&commit_key(&set))?.is_some()),
+            Err(_) => Ok(false),
+        }
+    }
+}
+
+/// Phase 1, in the pod of one volume (or a few) under `options.dest`: stages the backup
+/// and records it for the coordinator. The live data is not touched.
+pub fn stage_part(store: &Store, options: &RestoreOptions, set: &PartSet) -> Result<StagedPart> {
+    let started = Instant::now();
+    let volumes = volumes::ordinal_dirs(&options.dest)?;
+    let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
+    // Also undoes this set's own staging, when this pod is a retry.
+    recover(store, &volumes)?;
+    let mounted: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
+    let part = if options.if_exists && !super::any(store)? {
+        StagedPart {
+            id: None,
+            volumes: mounted.clone(),
+            staged: Vec::new(),
+            bytes: 0,
+            files: 0,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }
+    } else {
+        let snapshot = super::resolve(store, &options.from)?;
+        let source = Source::Store(store, &snapshot);
+        let staged = restore::stage_volumes(&source, &volumes, &options.dest)?;
+        swap::prepare(
+            &staged.volumes,
+            source.id(),
+            &staged.ordinals,
+            Some(&set.to_string()),
+        )?;
+        staged.warn();
+        StagedPart {
+            id: Some(snapshot.id.to_string()),
+            staged: staged.ordinals.clone(),
+            volumes: mounted.clone(),
+            bytes: staged.bytes,
+            files: staged.files,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }
+    };
+    for ordinal in mounted {
+        store.put_json(&record_key(set, ordinal), &part)?;
+    }
+    Ok(part)
+}
+
+/// Phase 2, in a pod of its own once every part ended: commits `set` if every ordinal of
+/// `0..replicas` staged the same backup. Else nothing was committed: the set's records
+/// are removed and the volumes keep their data (the next restore of each drops its
+/// staging). When every part found no backup at all (`--if-exists`), there is nothing to
+/// commit: says so.
+pub fn commit(store: &Store, set: &PartSet, replicas: u32) -> Result<RestoreOutcome> {
+    let started = Instant::now();
+    let mut parts = Vec::new();
+    let mut missing = Vec::new();
+    for ordinal in 0..replicas {
+        match store.get_json::<StagedPart>(&record_key(set, ordinal))? {
+            Some(part) => parts.push(part),
+            None => missing.push(ordinal),
+        }
+    }
+    let ids: std::collections::BTreeSet<Option<&str>> =
+        parts.iter().map(|p| p.id.as_deref()).collect();
+    let refusal = if !missing.is_empty() {
+        Some(format!(
+            "ordinal(s) {missing:?} did not stage restore {set}: their parts failed or never ran"
+        ))
+    } else if ids.len() > 1 {
+        Some(format!(
+            "the parts of restore {set} staged different backups ({}): one was made meanwhile",
+            ids.into_iter()
+                .map(|id| id.unwrap_or("none"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
+        for key in store.list_keys(&set_prefix(set))? {
+            store.delete_key(&key.location)?;
+        }
+        return Err(MoverError::Usage(format!(
+            "{}: {refusal}; nothing was committed, the live data was not replaced",
+            store.app().label()
+        )));
+    }
+    let Some(id) = parts.first().and_then(|p| p.id.clone()) else {
+        for key in store.list_keys(&set_prefix(set))? {
+            store.delete_key(&key.location)?;
+        }
+        return Ok(restore::not_restored());
+    };
+    store.put_json(&commit_key(set), &Committed { id: id.clone() })?;
+    remove_stale_sets(store)?;
+    let mut ordinals: Vec<u32> = parts.iter().flat_map(|p| p.staged.clone()).collect();
+    ordinals.sort_unstable();
+    Ok(RestoreOutcome::Restored(RestoreReport {
+        restored: true,
+        id,
+        bytes: parts.iter().map(|p| p.bytes).sum(),
+        files: parts.iter().map(|p| p.files).sum(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        ordinals,
+    }))
+}
+
+/// The records of sets that never committed and are older than a Job can run. A commit
+/// record stays until every volume of its set swapped (a volume may still need it).
+fn remove_stale_sets(store: &Store) -> Result<()> {
+    let now = chrono::Utc::now();
+    let keys = store.list_keys("restores")?;
+    let committed: Vec<String> = keys
+        .iter()
+        .filter(|k| k.location.filename() == Some("commit.json"))
+        .filter_map(|k| k.location.parts().nth(1).map(|p| p.as_ref().to_owned()))
+        .collect();
+    for key in keys {
+        let set = key.location.parts().nth(1).map(|p| p.as_ref().to_owned());
+        let stale = now - key.last_modified > STALE_PARTS;
+        if stale && set.is_some_and(|set| !committed.contains(&set)) {
+            store.delete_key(&key.location)?;
+        }
+    }
+    Ok(())
+}
+
+/// Finishes or undoes, under their locks, whatever restore was interrupted in `volumes`,
+/// made in parts or not (see [`swap::recover_parts`]), asking the store whether a set was
+/// committed.
+pub(crate) fn recover(store: &Store, volumes: &[(u32, Dir)]) -> Result<()> {
+    for set in swap::recover_parts(volumes, |s| store.restore_committed(s))? {
+        forget_volumes(store, &set, volumes)?;
+    }
+    Ok(())
+}
+
+/// Removes the records of `volumes` from set `set`, whose swap they finished, and the
+/// set's commit record with the last of them.
+fn forget_volumes(store: &Store, set: &str, volumes: &[(u32, Dir)]) -> Result<()> {
+    let Ok(set) = set.parse::<PartSet>() else {
+        return Ok(()); // no set of ours: it has no records
+    };
+    for (ordinal, _) in volumes {
+        store.delete_key(&record_key(&set, *ordinal))?;
+    }
+    let left = store.list_keys(&set_prefix(&set))?;
+    if left.iter().all(|k| k.location == commit_key(&set)) {
+        store.delete_key(&commit_key(&set))?;
+    }
+    Ok(())
+}
+
+/// Phase 3, in the pod of one volume (or a few) under `dest`: swaps the staged backup of
+/// committed set `set` in, then removes the volume's record.
+pub fn swap_part(
+    store: &Store,
+    dest: &Path,
+    lock_wait: Duration,
+    set: &PartSet,
+) -> Result<RestoreReport> {
+    let started = Instant::now();
+    let Some(committed) = store.get_json::<Committed>(&commit_key(set))? else {
+        return Err(MoverError::Usage(format!(
+            "{}: restore {set} was not committed: nothing to swap in",
+            store.app().label()
+        )));
+    };
+    let volumes = volumes::ordinal_dirs(dest)?;
+    let _volume_locks = swap::lock_volumes(&volumes, lock_wait)?;
+    let mut part: Option<StagedPart> = None;
+    for (ordinal, _) in &volumes {
+        part = part.or(store.get_json(&record_key(set, *ordinal))?);
+    }
+    recover(store, &volumes).map_err(|e| MoverError::SwapInterrupted {
+        id: committed.id.clone(),
+        source: Box::new(e),
+    })?;
+    // Also when an earlier run of this pod swapped it in already.
+    forget_volumes(store, &set.to_string(), &volumes)?;
+    Ok(RestoreReport {
+        restored: true,
+        id: committed.id,
+        bytes: part.as_ref().map_or(0, |p| p.bytes),
+        files: part.as_ref().map_or(0, |p| p.files),
+        duration_ms: started.elapsed().as_millis() as u64,
+        ordinals: part.map(|p| p.staged).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::collect::tests::options;
+    use super::*;
+    use crate::names::Selector;
+
+    /// A pod's view: the one volume of `ordinal`, holding `log`.
+    fn volume(ordinal: u32, log: &str) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join(ordinal.to_string());
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::write(dir.join("log"), log).expect("write");
+        tmp
+    }
+
+    fn log(pod: &tempfile::TempDir, ordinal: u32) -> String {
+        std::fs::read_to_string(pod.path().join(format!("{ordinal}/log"))).expect("read")
+    }
+
+    fn set(name: &str) -> PartSet {
+        name.parse().expect("set")
+    }
+
+    fn restore_options(pod: &tempfile::TempDir) -> RestoreOptions {
+        RestoreOptions {
+            dest: pod.path().to_owned(),
+            from: Selector::Latest,
+            if_exists: false,
+            lock_wait: Duration::ZERO,
+            commit_note: None,
+        }
+    }
+
+    /// Two volumes, on "two nodes", backed up as "backed up", then written over.
+    fn backed_up_then_changed(store: &Store) -> [tempfile::TempDir; 2] {
+        let pods = [volume(0, "backed up 0"), volume(1, "backed up 1")];
+        for pod in &pods {
+            super::super::backup_part(store, &options(pod.path()), &set("b1")).expect("part");
+        }
+        super::super::seal(store, &set("b1"), 2, None, Duration::ZERO).expect("seal");
+        for (ordinal, pod) in pods.iter().enumerate() {
+            std::fs::write(pod.path().join(format!("{ordinal}/log")), "live").expect("write");
+        }
+        pods
+    }
+
+    fn swap_in(store: &Store, pod: &tempfile::TempDir, name: &str) -> Result<RestoreReport> {
+        swap_part(store, pod.path(), Duration::ZERO, &set(name))
+    }
+
+    #[test]
+    fn parts_staged_apart_are_committed_once_and_swapped_in_on_each_volume() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        for pod in &pods {
+            let staged = stage_part(&store, &restore_options(pod), &set("r1")).expect("stage");
+            assert_eq!(staged.staged, staged.volumes);
+        }
+        assert_eq!(
+            (log(&pods[0], 0), log(&pods[1], 1)),
+            ("live".into(), "live".into())
+        );
+        swap_in(&store, &pods[0], "r1").expect_err("not committed yet");
+        assert_eq!(
+            log(&pods[0], 0),
+            "live",
+            "nothing swapped before the commit"
+        );
+
+        let RestoreOutcome::Restored(report) = commit(&store, &set("r1"), 2).expect("commit")
+        else {
+            panic!("nothing committed");
+        };
+        assert_eq!((report.ordinals, report.files), (vec![0, 1], 2));
+        for (ordinal, pod) in pods.iter().enumerate() {
+            let swapped = swap_in(&store, pod, "r1").expect("swap");
+            assert_eq!(swapped.id, report.id);
+            assert_eq!(log(pod, ordinal as u32), format!("backed up {ordinal}"));
+        }
+        assert!(
+            store.list_keys("restores").expect("keys").is_empty(),
+            "records removed"
+        );
+        for pod in &pods {
+            let names: Vec<_> = std::fs::read_dir(pod.path().join(pod_ordinal(pod)))
+                .expect("list")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert!(
+                names
+                    .iter()
+                    .all(|n| n == "log" || n == ".hellostateful-lock"),
+                "no staging or journal left: {names:?}"
+            );
+        }
+    }
+
+    fn pod_ordinal(pod: &tempfile::TempDir) -> String {
+        std::fs::read_dir(pod.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .next()
+            .expect("one volume")
+    }
+
+    #[test]
+    fn a_part_that_never_staged_commits_nothing_and_the_next_restore_drops_the_staging() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        stage_part(&store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
+        let refused = commit(&store, &set("r1"), 2).expect_err("ordinal 1 is missing");
+        let message = crate::chain(&refused);
+        assert!(message.contains("ordinal(s) [1]"), "{message}");
+        assert!(refused.is_permanent());
+        assert!(store.list_keys("restores").expect("keys").is_empty());
+        assert_eq!(log(&pods[0], 0), "live");
+        assert!(pods[0].path().join("0/.hellostateful-staging").exists());
+
+        // The next restore of the volume rolls the uncommitted staging back, then runs.
+        for pod in &pods {
+            stage_part(&store, &restore_options(pod), &set("r2")).expect("stage");
+        }
+        commit(&store, &set("r2"), 2).expect("commit");
+        for pod in &pods {
+            swap_in(&store, pod, "r2").expect("swap");
+        }
+        assert_eq!(log(&pods[0], 0), "backed up 0");
+    }
+
+    #[test]
+    fn a_committed_set_is_swapped_in_by_whichever_restore_next_runs_on_a_volume() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        for pod in &pods {
+            stage_part(&store, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        commit(&store, &set("r1"), 2).expect("commit");
+        swap_in(&store, &pods[0], "r1").expect("swap 0");
+        // Volume 1's swap never ran. A later set's staging on it finishes r1 first, so the
+        // set never ends part old, part new.
+        std::fs::write(pods[0].path().join("0/log"), "written after r1").expect("write");
+        stage_part(&store, &restore_options(&pods[1]), &set("r2")).expect("stage r2");
+        assert_eq!(log(&pods[1], 1), "backed up 1", "r1 rolled forward");
+        assert!(
+            store.list_keys("restores/r1").expect("keys").is_empty(),
+            "r1 is finished on every volume: its records are removed"
+        );
+    }
+
+    #[test]
+    fn without_any_backup_parts_asked_only_if_one_exists_stage_and_commit_nothing() {
+        let store = Store::in_memory("ns", "app");
+        let pods = [volume(0, "new 0"), volume(1, "new 1")];
+        for pod in &pods {
+            let options = RestoreOptions {
+                if_exists: true,
+                ..restore_options(pod)
+            };
+            let staged = stage_part(&store, &options, &set("r1")).expect("stage");
+            assert_eq!(staged.id, None);
+        }
+        let outcome = commit(&store, &set("r1"), 2).expect("commit");
+        assert!(matches!(outcome, RestoreOutcome::NotRestored(_)));
+        assert!(store.list_keys("restores").expect("keys").is_empty());
+        assert_eq!(log(&pods[1], 1), "new 1");
+        stage_part(&store, &restore_options(&pods[0]), &set("r2")).expect_err("no backup");
+    }
+
+    #[test]
+    fn parts_that_staged_different_backups_are_not_committed() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        stage_part(&store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
+        super::super::backup_part(&store, &options(pods[0].path()), &set("b2")).expect("part");
+        super::super::backup_part(&store, &options(pods[1].path()), &set("b2")).expect("part");
+        super::super::seal(&store, &set("b2"), 2, None, Duration::ZERO).expect("seal");
+        stage_part(&store, &restore_options(&pods[1]), &set("r1")).expect("stage 1");
+        let refused = commit(&store, &set("r1"), 2).expect_err("two backups");
+        assert!(crate::chain(&refused).contains("different backups"));
+    }
+}
