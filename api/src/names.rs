@@ -16,15 +16,20 @@ pub const BACKUP_REQUESTED: &str = "hello-stateful.example.com/backup-requested"
 pub const RESTORE_REQUESTED: &str = "hello-stateful.example.com/restore-requested";
 /// Annotation naming the snapshot a restore reads: a backup id or `latest`.
 pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
+/// Annotation on a restore Job made in parts (see [`PARTS_LABEL`]), set to `"true"` when its
+/// parts restore only if the app has a backup at all (a newly created app starts empty).
+pub const RESTORE_IF_EXISTS: &str = "hello-stateful.example.com/restore-if-exists";
 /// Label on cluster-scoped PersistentVolumes: the namespace of the app they belong to.
 pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
 /// Label on Jobs: what the Job does (backup or restore) and why.
 pub const ACTION_LABEL: &str = "hello-stateful.example.com/action";
-/// Label on a backup Job that seals a backup made in parts (an app whose replicas' volumes
-/// may be on different nodes): how many replicas, each backed up by a Job of its own
-/// ([`backup_part`]), it seals. It is made suspended, and let run once every part ended.
+/// Label on a Job that seals a backup, or commits a restore, made in parts (an app whose
+/// replicas' volumes may be on different nodes): how many replicas, each backed up or
+/// staged by a Job of its own ([`part`]). It is made suspended, and let run once every
+/// part ended.
 pub const PARTS_LABEL: &str = "hello-stateful.example.com/parts";
-/// Label on a Job that backs up one replica's volume: the name of the Job that seals it.
+/// Label on a Job that backs up, stages or swaps in one replica's volume: the name of the
+/// Job its set is named after.
 pub const PART_OF_LABEL: &str = "hello-stateful.example.com/part-of";
 /// Annotation on a mover Job the reconciler stopped because its pod could not start: why.
 pub const STOPPED_BECAUSE: &str = "hello-stateful.example.com/stopped-because";
@@ -188,13 +193,22 @@ pub fn backup_job(name: &str, uid: &str, token: &str) -> String {
     format!("backup-{name}-{}", short_hash(&format!("{uid}/{token}")))
 }
 
-/// The Job that backs up replica `ordinal`'s volume as a part of the backup that Job
-/// `set` seals (see [`PARTS_LABEL`]). Within the 63 characters of a label value: when
-/// `<set>-<ordinal>` is longer, characters go from the middle of the set's name, keeping
-/// its unique end (the hash, or the CronJob's schedule time).
-pub fn backup_part(set: &str, ordinal: i32) -> String {
+/// The Job that backs up, or stages a restore on, replica `ordinal`'s volume as a part of
+/// the set Job `set` seals or commits (see [`PARTS_LABEL`]).
+pub fn part(set: &str, ordinal: i32) -> String {
+    part_named(set, &format!("-{ordinal}"))
+}
+
+/// The Job that swaps a committed restore in on replica `ordinal`'s volume.
+pub fn swap_part(set: &str, ordinal: i32) -> String {
+    part_named(set, &format!("-swap-{ordinal}"))
+}
+
+/// `<set><suffix>` within the 63 characters of a label value: when longer, characters go
+/// from the middle of the set's name, keeping its unique end (the hash, or the CronJob's
+/// schedule time).
+fn part_named(set: &str, suffix: &str) -> String {
     const MAX: usize = 63;
-    let suffix = format!("-{ordinal}");
     if set.len() + suffix.len() <= MAX {
         return format!("{set}{suffix}");
     }
@@ -236,10 +250,7 @@ mod tests {
 
     #[test]
     fn part_jobs_are_label_values_and_keep_the_sets_unique_end() {
-        assert_eq!(
-            backup_part("backup-web-1a2b3c4d", 1),
-            "backup-web-1a2b3c4d-1"
-        );
+        assert_eq!(part("backup-web-1a2b3c4d", 1), "backup-web-1a2b3c4d-1");
         let longest = "a".repeat(MAX_NAME_LEN);
         for set in [
             backup_job(&longest, "uid", "token"),
@@ -247,9 +258,12 @@ mod tests {
         ] {
             let tail = &set[set.rfind('-').expect("dash")..];
             for ordinal in [0, 9, 10, 19] {
-                let part = backup_part(&set, ordinal);
+                let part = part(&set, ordinal);
                 assert!(part.len() <= 63, "{part}: {} characters", part.len());
                 assert!(part.ends_with(&format!("{tail}-{ordinal}")), "{part}");
+                let swap = swap_part(&set, ordinal);
+                assert!(swap.len() <= 63, "{swap}: {} characters", swap.len());
+                assert!(swap.ends_with(&format!("{tail}-swap-{ordinal}")), "{swap}");
             }
         }
     }

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::defaults;
 
+/// The most replicas an app can have (the CRD's bound); no more parts of a backup or
+/// restore are ever made for one.
+pub const MAX_REPLICAS: i32 = 20;
+
 /// Desired state of a HelloStateful application: the app, its storage and its backups.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -38,7 +42,7 @@ use crate::defaults;
 pub struct HelloStatefulSpec {
     /// Number of app pods. Each replica has its own volume and its own part of every backup.
     #[serde(default = "defaults::replicas")]
-    #[schemars(range(min = 0, max = 20))]
+    #[schemars(range(min = 0, max = MAX_REPLICAS))]
     pub replicas: i32,
 
     /// When the app is created and a backup of this namespace/name exists, restore the newest

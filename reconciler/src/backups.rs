@@ -3,8 +3,7 @@
 //!
 //! An app whose replicas' volumes may be on different nodes is backed up in parts (see
 //! `children::backup_task`): its backup Job, scheduled or on demand, seals the parts and is
-//! made suspended; this module then makes one part Job per replica, and lets the sealing
-//! Job run once every part has ended.
+//! made suspended, and `parts` makes one part Job per replica.
 //!
 //! Deciding is pure. `plan` writes the status, events and tallies it decides on into a
 //! `Record`, and returns the writes to make; a finished Job's summary, which no cache holds,
@@ -25,6 +24,7 @@ use crate::conditions;
 use crate::jobs::{self, JobState};
 use crate::kept::{CronJobView, Kept};
 use crate::location::BackupLocation;
+use crate::parts;
 use crate::reads::{Decision, Reads, Unread, decided};
 use crate::record::{Record, Tally, request};
 
@@ -53,10 +53,6 @@ pub struct Plan {
     pub schedule: Schedule,
     /// The on-demand backup Job to start, by name, and what it does.
     pub start: Option<(String, MoverTask)>,
-    /// Part Jobs to start: name, task, and the action of the backup they are part of.
-    pub parts: Vec<(String, MoverTask, String)>,
-    /// Sealing Jobs whose parts have all ended, to let run.
-    pub release: Vec<String>,
 }
 
 pub fn plan(
@@ -71,77 +67,7 @@ pub fn plan(
     let task = children::backup_task(app, location);
     let requests = on_demand(app, task, observed, reads, record)
         .and_then(|start| newest_finished(observed.jobs, reads, record).map(|()| start));
-    let (parts, release) = parts(observed.jobs);
-    Ok(decided(requests.map(|start| Plan {
-        schedule,
-        start,
-        parts,
-        release,
-    })))
-}
-
-/// The largest number of parts a sealing Job is given: the most replicas an app can have.
-/// Its label could have been edited; more parts than that are never made for it.
-const MOST_PARTS: i32 = 20;
-
-/// For each sealing Job still suspended: its part Jobs not made yet, or, once every one
-/// has ended (succeeded or not: the seal says which are missing), the Job itself to let run.
-fn parts(jobs: &[Arc<Job>]) -> (Vec<(String, MoverTask, String)>, Vec<String>) {
-    let mut parts = Vec::new();
-    let mut release = Vec::new();
-    let suspended = |job: &Job| job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
-    for seal in jobs
-        .iter()
-        .filter(|job| suspended(job) && jobs::is_active(job))
-    {
-        let labels = seal.labels();
-        let Some(replicas) = labels
-            .get(names::PARTS_LABEL)
-            .and_then(|n| n.parse::<i32>().ok())
-            .filter(|n| (1..=MOST_PARTS).contains(n))
-        else {
-            continue;
-        };
-        let set = seal.name_any();
-        let action = labels.get(names::ACTION_LABEL).cloned().unwrap_or_default();
-        let mut all_ended = true;
-        for ordinal in 0..replicas {
-            let name = names::backup_part(&set, ordinal);
-            match jobs.iter().find(|job| job.name_any() == name) {
-                Some(part) if !jobs::is_active(part) => {}
-                Some(_) => all_ended = false,
-                None => {
-                    all_ended = false;
-                    let set = set.clone();
-                    parts.push((name, MoverTask::BackupPart { set, ordinal }, action.clone()));
-                }
-            }
-        }
-        if all_ended {
-            release.push(set);
-        }
-    }
-    (parts, release)
-}
-
-/// Why backup Job `job` failed, in its pod's or the reconciler's words; for a sealing
-/// Job, those of a part that failed (the seal then fails for want of that part).
-fn failure(job: &Job, reason: String, jobs: &[Arc<Job>], reads: &Reads) -> Result<String, Unread> {
-    let name = job.name_any();
-    let failed_part = jobs
-        .iter()
-        .filter(|part| part.labels().get(names::PART_OF_LABEL) == Some(&name))
-        .find_map(|part| match jobs::state(part) {
-            JobState::Failed(reason) => Some((part.name_any(), reason)),
-            _ => None,
-        });
-    match failed_part {
-        Some((part, reason)) => Ok(format!(
-            "its part Job {part} failed: {}",
-            reads.failure(&part, reason)?
-        )),
-        None => reads.failure(&name, reason),
-    }
+    Ok(decided(requests.map(|start| Plan { schedule, start })))
 }
 
 fn schedule(
@@ -190,8 +116,8 @@ fn on_demand(
         match task {
             MoverTask::Seal { replicas } => format!(
                 "Jobs {} to {} copy each replica's data on its node, then Job {job_name} seals them into one backup",
-                names::backup_part(&job_name, 0),
-                names::backup_part(&job_name, replicas - 1),
+                names::part(&job_name, 0),
+                names::part(&job_name, replicas - 1),
             ),
             _ => format!("Job {job_name} copies the app's data"),
         },
@@ -236,7 +162,7 @@ fn on_demand(
             status
         }
         Some((job, JobState::Failed(reason))) => {
-            let message = failure(job, reason, observed.jobs, reads)?;
+            let message = parts::failure(job, reason, observed.jobs, reads)?;
             request(
                 token,
                 RequestPhase::Failed,
@@ -288,7 +214,7 @@ fn newest_finished(jobs: &[Arc<Job>], reads: &Reads, record: &mut Record) -> Res
                 // Its pods' account is in status already: not read again on every pass.
                 return Ok(());
             }
-            let message = failure(job, reason, jobs, reads)?;
+            let message = parts::failure(job, reason, jobs, reads)?;
             let message = format!("{prefix}{message}; earlier backups are intact");
             let mut conditions = record.conditions();
             conditions.set(
@@ -399,47 +325,17 @@ mod tests {
         plan(&app_ref, &location, &settings(), &observed, reads, record).expect("a plan")
     }
 
-    /// Two replicas on a StorageClass, backed up to an object store: in parts.
-    fn spread_app(annotations: serde_json::Value) -> HelloStateful {
-        let store = json!({"objectStore": {"endpoint": "http://s3.test:8333",
-            "bucket": "backups", "credentialsSecret": "keys", "insecure": true}});
-        app(
-            json!({"replicas": 2, "storage": {"storageClassName": "local"},
-                "backup": {"target": store}}),
-            annotations,
-        )
-    }
-
-    /// A sealing Job of two parts, suspended until they end, or let run (`released`).
     fn seal_job(name: &str, released: bool, condition: Option<&str>) -> Arc<Job> {
-        let mut job = fixtures::job(
-            name,
-            Component::Backup,
-            condition,
-            &[
-                (names::PARTS_LABEL, "2"),
-                (names::ACTION_LABEL, "requested"),
-            ],
-        );
-        Arc::make_mut(&mut job).spec = Some(k8s_openapi::api::batch::v1::JobSpec {
-            suspend: Some(!released),
-            ..Default::default()
-        });
-        job
+        crate::parts::tests::set_job(name, Component::Backup, released, condition)
     }
 
     fn part_job(set: &str, ordinal: i32, condition: Option<&str>) -> Arc<Job> {
-        fixtures::job(
-            &names::backup_part(set, ordinal),
-            Component::Backup,
-            condition,
-            &[(names::PART_OF_LABEL, set)],
-        )
+        crate::parts::tests::part_job(set, Component::Backup, ordinal, condition)
     }
 
     #[test]
-    fn a_backup_in_parts_makes_each_replicas_part_then_lets_the_seal_run() {
-        let app = spread_app(json!({names::BACKUP_REQUESTED: TOKEN}));
+    fn a_backup_in_parts_starts_its_seal_and_says_which_jobs_copy_the_replicas() {
+        let app = fixtures::spread_app(json!({names::BACKUP_REQUESTED: TOKEN}));
         let set = names::backup_job("hello", "uid-1", TOKEN);
         let mut record = Record::new(Default::default(), Some(1));
         let plan = decide(&app, &[], false, &Reads::default(), &mut record).done();
@@ -459,64 +355,17 @@ mod tests {
             "{message:?}"
         );
 
-        // The sealing Job is there, suspended: its parts are made, with its action.
+        // Made: it runs, suspended, until its parts (see `parts`) ended.
         let seal = seal_job(&set, false, None);
-        let mut record = Record::new(Default::default(), Some(1));
-        let plan = decide(
-            &app,
-            std::slice::from_ref(&seal),
-            false,
-            &Reads::default(),
-            &mut record,
-        )
-        .done();
+        let plan = decide(&app, &[seal], false, &Reads::default(), &mut record).done();
         assert_eq!(plan.start, None);
-        let parts: Vec<_> = plan
-            .parts
-            .iter()
-            .map(|(n, t, a)| (n.as_str(), t, a.as_str()))
-            .collect();
-        let part = |ordinal| MoverTask::BackupPart {
-            set: set.clone(),
-            ordinal,
-        };
-        assert_eq!(
-            parts,
-            [
-                (format!("{set}-0").as_str(), &part(0), "requested"),
-                (format!("{set}-1").as_str(), &part(1), "requested"),
-            ]
-        );
-        assert!(plan.release.is_empty());
-
-        // One part runs: nothing more to do. Both ended: the seal runs, once.
-        let running = [
-            seal.clone(),
-            part_job(&set, 0, Some("Complete")),
-            part_job(&set, 1, None),
-        ];
-        let plan = decide(&app, &running, false, &Reads::default(), &mut record).done();
-        assert!(plan.parts.is_empty() && plan.release.is_empty(), "{plan:?}");
-        let ended = [
-            seal,
-            part_job(&set, 0, Some("Complete")),
-            part_job(&set, 1, Some("Failed")),
-        ];
-        let plan = decide(&app, &ended, false, &Reads::default(), &mut record).done();
-        assert_eq!(plan.release, std::slice::from_ref(&set));
-        let released = [
-            seal_job(&set, true, None),
-            part_job(&set, 0, Some("Complete")),
-        ];
-        let plan = decide(&app, &released, false, &Reads::default(), &mut record).done();
-        assert!(plan.parts.is_empty() && plan.release.is_empty(), "{plan:?}");
     }
 
     #[test]
     fn a_failed_part_is_why_its_backup_failed_and_a_finished_part_is_no_backup() {
-        let app = spread_app(json!({names::BACKUP_REQUESTED: TOKEN}));
+        let app = fixtures::spread_app(json!({names::BACKUP_REQUESTED: TOKEN}));
         let set = names::backup_job("hello", "uid-1", TOKEN);
-        let part = names::backup_part(&set, 1);
+        let part = names::part(&set, 1);
         let jobs = [
             part_job(&set, 0, Some("Complete")),
             part_job(&set, 1, Some("Failed")),
@@ -546,7 +395,7 @@ mod tests {
         );
 
         // A succeeded part alone (its seal not done yet) is no finished backup.
-        let app = spread_app(json!({}));
+        let app = fixtures::spread_app(json!({}));
         let mut record = Record::new(Default::default(), Some(1));
         let jobs = [
             part_job(&set, 0, Some("Complete")),
@@ -554,20 +403,6 @@ mod tests {
         ];
         decide(&app, &jobs, false, &Reads::default(), &mut record).done();
         assert!(record.status.last_backup.is_none() && record.notes.is_empty());
-    }
-
-    #[test]
-    fn an_edited_parts_label_makes_no_more_parts_than_an_app_can_have() {
-        let app = spread_app(json!({}));
-        let mut seal = seal_job("backup-hello-29000000", false, None);
-        Arc::make_mut(&mut seal)
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert(names::PARTS_LABEL.into(), "100000".into());
-        let mut record = Record::new(Default::default(), Some(1));
-        let plan = decide(&app, &[seal], false, &Reads::default(), &mut record).done();
-        assert!(plan.parts.is_empty() && plan.release.is_empty(), "{plan:?}");
     }
 
     #[test]

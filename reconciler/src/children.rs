@@ -406,23 +406,62 @@ pub enum MoverTask {
         if_exists: bool,
         source: Option<String>,
     },
+    /// Restore the snapshot `from` into an app whose replicas' volumes may be on different
+    /// nodes, in parts (see [`restore_task`]): each replica's part stages it, then this
+    /// Job, made suspended and let run once every part ended, commits the set; then each
+    /// part swaps it in. The set is the Job's own name.
+    RestoreCommit {
+        replicas: i32,
+        from: String,
+        if_exists: bool,
+    },
+    /// Replica `ordinal`'s part of the restore the Job `set` commits: on its own node.
+    RestorePart {
+        set: String,
+        ordinal: i32,
+        step: RestoreStep,
+    },
     /// Empty every replica's volume: the app is being deleted.
     Wipe,
     /// Delete every snapshot of the app: it is being deleted with its backups.
     Purge,
 }
 
+/// What a part of a restore in parts does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreStep {
+    /// Stage snapshot `from` beside the live data, which it leaves as it is (with
+    /// `if_exists`, nothing when the app has no backup at all).
+    Stage { from: String, if_exists: bool },
+    /// Swap the committed set's staged data in.
+    Swap,
+}
+
 impl MoverTask {
     /// The restore before the app's first start: `spec.restoreFrom`'s backup (which must
-    /// exist), else the newest of the app's own, if any (restoreFromExisting).
-    pub fn initial_restore(app: &AppRef) -> Self {
+    /// exist), else the newest of the app's own, if any (restoreFromExisting). Of the app's
+    /// own backups, in parts when its volumes may be on different nodes (see [`in_parts`]);
+    /// another app's are restored by one Job.
+    pub fn initial_restore(app: &AppRef, location: &BackupLocation) -> Self {
         let requested = app.app.spec.restore_from.as_ref();
-        MoverTask::Restore {
-            from: requested.map_or("latest", |from| from.snapshot()).into(),
-            if_exists: requested.is_none(),
-            source: requested
-                .map(|from| from.name.clone())
-                .filter(|name| *name != app.name),
+        let from = requested
+            .map_or("latest", |from| from.snapshot())
+            .to_owned();
+        let if_exists = requested.is_none();
+        let source = requested
+            .map(|from| from.name.clone())
+            .filter(|name| *name != app.name);
+        match in_parts(app, location).filter(|_| source.is_none()) {
+            Some(replicas) => MoverTask::RestoreCommit {
+                replicas,
+                from,
+                if_exists,
+            },
+            None => MoverTask::Restore {
+                from,
+                if_exists,
+                source,
+            },
         }
     }
 
@@ -431,7 +470,9 @@ impl MoverTask {
             MoverTask::Backup | MoverTask::BackupPart { .. } | MoverTask::Seal { .. } => {
                 Component::Backup
             }
-            MoverTask::Restore { .. } => Component::Restore,
+            MoverTask::Restore { .. }
+            | MoverTask::RestoreCommit { .. }
+            | MoverTask::RestorePart { .. } => Component::Restore,
             // Cleanup of a deleted app: neither a backup nor a restore to report.
             MoverTask::Wipe | MoverTask::Purge => Component::Storage,
         }
@@ -441,17 +482,43 @@ impl MoverTask {
     fn data_access(&self) -> Option<bool> {
         match self {
             MoverTask::Backup | MoverTask::BackupPart { .. } => Some(false),
-            MoverTask::Restore { .. } | MoverTask::Wipe => Some(true),
-            MoverTask::Seal { .. } | MoverTask::Purge => None,
+            MoverTask::Restore { .. } | MoverTask::RestorePart { .. } | MoverTask::Wipe => {
+                Some(true)
+            }
+            MoverTask::Seal { .. } | MoverTask::RestoreCommit { .. } | MoverTask::Purge => None,
         }
     }
 
     /// The ordinals whose volumes the Job mounts, if it mounts any.
     fn ordinals(&self, app: &AppRef) -> std::ops::Range<i32> {
         match self {
-            MoverTask::BackupPart { ordinal, .. } => *ordinal..*ordinal + 1,
+            MoverTask::BackupPart { ordinal, .. } | MoverTask::RestorePart { ordinal, .. } => {
+                *ordinal..*ordinal + 1
+            }
             _ => app.ordinals(),
         }
+    }
+
+    /// The set a part belongs to, or how many parts the set's Job has.
+    fn parts(&self) -> Option<(&'static str, String)> {
+        match self {
+            MoverTask::BackupPart { set, .. } | MoverTask::RestorePart { set, .. } => {
+                Some((names::PART_OF_LABEL, set.clone()))
+            }
+            MoverTask::Seal { replicas } | MoverTask::RestoreCommit { replicas, .. } => {
+                Some((names::PARTS_LABEL, replicas.to_string()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the Job is a set's, made suspended, which finds its name (the set's) in its
+    /// environment: a CronJob names its Jobs.
+    fn is_set(&self) -> bool {
+        matches!(
+            self,
+            MoverTask::Seal { .. } | MoverTask::RestoreCommit { .. }
+        )
     }
 
     /// The app whose backups the Job reads or writes.
@@ -495,6 +562,28 @@ impl MoverTask {
                 ];
                 if *if_exists {
                     args.push("--if-exists".into());
+                }
+                args
+            }
+            MoverTask::RestoreCommit { replicas, .. } => vec![
+                "commit-restore".into(),
+                format!("--part-of=$({JOB_NAME_ENV})"),
+                format!("--replicas={replicas}"),
+            ],
+            MoverTask::RestorePart { set, step, .. } => {
+                let mut args = vec![
+                    "restore".into(),
+                    format!("--dest={MOVER_DATA_DIR}"),
+                    format!("--part-of={set}"),
+                ];
+                match step {
+                    RestoreStep::Stage { from, if_exists } => {
+                        args.push(format!("--from={from}"));
+                        if *if_exists {
+                            args.push("--if-exists".into());
+                        }
+                    }
+                    RestoreStep::Swap => args.push("--swap".into()),
                 }
                 args
             }
@@ -550,7 +639,8 @@ fn mover_job_spec(
             env = store.mover_env();
             None
         }
-        (MoverTask::BackupPart { .. } | MoverTask::Seal { .. }, _) => None,
+        // Parts are made only for object stores (see `in_parts`).
+        (_, _) if task.parts().is_some() => None,
         (_, BackupLocation::NodeRoot(_)) => Some((
             names::backup_claim(owner),
             format!("{MOVER_TARGET_DIR}/{}/{owner}", app.namespace),
@@ -569,7 +659,7 @@ fn mover_job_spec(
         volumes.push(volume);
         mounts.push(mount);
     }
-    if matches!(task, MoverTask::Seal { .. }) {
+    if task.is_set() {
         // The Job's own name, set by whoever made it (the CronJob controller, or the
         // reconciler): the name its parts were told to share.
         env.push(EnvVar {
@@ -584,8 +674,8 @@ fn mover_job_spec(
             ..EnvVar::default()
         });
     }
-    let retried = matches!(task, MoverTask::Restore { .. });
     let component = task.component();
+    let retried = component == Component::Restore;
     let mut spec = json!({
         // A restore is retried so that an interrupted swap is rolled forward; a failure the
         // mover calls permanent (bad input, a missing or damaged backup) fails at once.
@@ -645,7 +735,7 @@ fn mover_job_spec(
             },
         },
     });
-    if matches!(task, MoverTask::Seal { .. }) {
+    if task.is_set() {
         spec["suspend"] = json!(true);
     }
     spec
@@ -654,16 +744,39 @@ fn mover_job_spec(
 /// The environment variable a sealing Job's pod finds its Job's name in.
 const JOB_NAME_ENV: &str = "HELLOSTATEFUL_JOB";
 
-/// How the app is backed up: in one Job that mounts every replica's volume, or, when the
-/// volumes may be on different nodes (ReadWriteOnce claims of a StorageClass, more than
-/// one replica), in parts, each volume by a Job on its own node, sealed by one more Job.
-/// Parts need an object store: a node directory or a claim is reached from one node only.
-pub fn backup_task(app: &AppRef, location: &BackupLocation) -> MoverTask {
+/// How many parts the app's backups and restores are made in, if in parts: when its
+/// volumes may be on different nodes (ReadWriteOnce claims of a StorageClass, more than one
+/// replica), each is backed up or restored by a Job on its own node. Parts need an object
+/// store: a node directory or a claim is reached from one node only.
+fn in_parts(app: &AppRef, location: &BackupLocation) -> Option<i32> {
     let replicas = app.app.spec.replicas;
     let spread = app.app.spec.storage_class().is_some() && replicas > 1;
-    match location {
-        BackupLocation::ObjectStore(_) if spread => MoverTask::Seal { replicas },
-        _ => MoverTask::Backup,
+    (spread && matches!(location, BackupLocation::ObjectStore(_))).then_some(replicas)
+}
+
+/// How the app is backed up: in one Job that mounts every replica's volume, or in parts
+/// (see [`in_parts`]), sealed by one more Job.
+pub fn backup_task(app: &AppRef, location: &BackupLocation) -> MoverTask {
+    match in_parts(app, location) {
+        Some(replicas) => MoverTask::Seal { replicas },
+        None => MoverTask::Backup,
+    }
+}
+
+/// How an on-demand restore of snapshot `from` runs: in one Job that mounts every
+/// replica's volume, or in parts (see [`in_parts`]), committed by one more Job.
+pub fn restore_task(app: &AppRef, location: &BackupLocation, from: &str) -> MoverTask {
+    match in_parts(app, location) {
+        Some(replicas) => MoverTask::RestoreCommit {
+            replicas,
+            from: from.to_owned(),
+            if_exists: false,
+        },
+        None => MoverTask::Restore {
+            from: from.to_owned(),
+            if_exists: false,
+            source: None,
+        },
     }
 }
 
@@ -690,12 +803,18 @@ pub fn mover_job(
 ) -> Result<Job, Error> {
     let mut metadata = app.metadata(job_name, task.component());
     metadata["labels"][names::ACTION_LABEL] = json!(reason);
-    match task {
-        MoverTask::BackupPart { set, .. } => metadata["labels"][names::PART_OF_LABEL] = json!(set),
-        MoverTask::Seal { replicas } => {
-            metadata["labels"][names::PARTS_LABEL] = json!(replicas.to_string());
+    if let Some((label, value)) = task.parts() {
+        metadata["labels"][label] = json!(value);
+    }
+    if let MoverTask::RestoreCommit {
+        from, if_exists, ..
+    } = task
+    {
+        // What its parts stage (see `parts`).
+        metadata["annotations"] = json!({names::RESTORE_FROM: from});
+        if *if_exists {
+            metadata["annotations"][names::RESTORE_IF_EXISTS] = json!("true");
         }
-        _ => {}
     }
     let spec: JobSpec = build(mover_job_spec(app, task, location, settings))?;
     let mut job: Job =
@@ -714,8 +833,8 @@ pub fn cronjob(
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
     let task = backup_task(app, location);
-    if let MoverTask::Seal { replicas } = task {
-        job_labels.insert(names::PARTS_LABEL.to_string(), replicas.to_string());
+    if let Some((label, value)) = task.parts() {
+        job_labels.insert(label.to_string(), value);
     }
     let (time_zone, schedule) = validate::split_time_zone(schedule);
     build(json!({
@@ -1181,14 +1300,7 @@ mod tests {
 
     #[test]
     fn replicas_on_a_storage_class_are_backed_up_in_parts_each_mounting_its_own_claim() {
-        let store = json!({"objectStore": {
-            "endpoint": "http://s3.test:8333", "bucket": "backups", "credentialsSecret": "keys",
-            "insecure": true,
-        }});
-        let spread = app(
-            json!({"replicas": 2, "storage": {"storageClassName": "local"},
-            "backup": {"target": store}}),
-        );
+        let spread = crate::fixtures::spread_app(json!({}));
         let location =
             crate::location::resolve(&spread.spec, &[], &[]).expect("object store location");
         let spread = AppRef::new(&spread).expect("app");
@@ -1289,6 +1401,96 @@ mod tests {
         let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
         assert_eq!(labels[names::PARTS_LABEL], "2");
         assert_eq!(template.spec.and_then(|s| s.suspend), Some(true));
+    }
+
+    #[test]
+    fn replicas_on_a_storage_class_are_restored_in_parts_each_mounting_its_own_claim() {
+        let spread = crate::fixtures::spread_app(json!({}));
+        let location =
+            crate::location::resolve(&spread.spec, &[], &[]).expect("object store location");
+        let spread = AppRef::new(&spread).expect("app");
+        let commit = restore_task(&spread, &location, "20261129T150001Z");
+        let job = mover_job(
+            &spread,
+            "restore-hello-1",
+            &commit,
+            "requested",
+            &location,
+            &settings(),
+        )
+        .expect("commit");
+        assert_eq!(job.labels()[names::PARTS_LABEL], "2");
+        assert_eq!(job.annotations()[names::RESTORE_FROM], "20261129T150001Z");
+        let spec = job.spec.expect("spec");
+        assert_eq!(spec.suspend, Some(true), "let run once its parts staged");
+        let pod = spec.template.spec.expect("pod");
+        assert!(
+            claim_names(&pod).is_empty(),
+            "a commit reads the store only"
+        );
+        let args = pod.containers[0].args.clone().unwrap_or_default();
+        assert_eq!(
+            args[..3],
+            [
+                "commit-restore",
+                "--part-of=$(HELLOSTATEFUL_JOB)",
+                "--replicas=2"
+            ]
+        );
+
+        for (step, last) in [
+            (
+                RestoreStep::Stage {
+                    from: "latest".into(),
+                    if_exists: false,
+                },
+                "--from=latest",
+            ),
+            (RestoreStep::Swap, "--swap"),
+        ] {
+            let part = MoverTask::RestorePart {
+                set: "restore-hello-1".into(),
+                ordinal: 1,
+                step,
+            };
+            let job = mover_job(
+                &spread,
+                "restore-hello-1-1",
+                &part,
+                "requested",
+                &location,
+                &settings(),
+            )
+            .expect("part");
+            assert_eq!(job.labels()[names::PART_OF_LABEL], "restore-hello-1");
+            let spec = job.spec.expect("spec");
+            assert_eq!((spec.suspend, spec.backoff_limit), (None, Some(3)));
+            let pod = spec.template.spec.expect("pod");
+            assert_baseline(&pod);
+            assert_eq!(
+                claim_names(&pod),
+                ["data-hello-1"],
+                "its own replica's claim only"
+            );
+            let writable = pod
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.persistent_volume_claim.as_ref());
+            assert!(writable.into_iter().all(|c| c.read_only == Some(false)));
+            let args = pod.containers[0].args.clone().unwrap_or_default();
+            assert_eq!(
+                args[..4],
+                ["restore", "--dest=/data", "--part-of=restore-hello-1", last]
+            );
+        }
+
+        let whole = app(json!({"replicas": 2}));
+        let whole = AppRef::new(&whole).expect("app");
+        assert!(matches!(
+            restore_task(&whole, &location, "latest"),
+            MoverTask::Restore { .. }
+        ));
     }
 
     #[test]

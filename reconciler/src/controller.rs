@@ -39,6 +39,7 @@ use crate::kept::{self, AppOf, Kept, View};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::Metrics;
+use crate::parts;
 use crate::placement;
 use crate::progress;
 use crate::reads::{self, Decision, Read, Reads};
@@ -895,6 +896,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     pass.apply(&children::service(app)?, service.as_deref())
         .await?;
     stop_stuck_jobs(pass, &jobs).await?;
+    run_parts(pass, &jobs).await?;
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
     let mut initial_outcome = statefulset
@@ -1154,6 +1156,9 @@ async fn restore_first(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<initial
     if let Some((job_name, task)) = &plan.start {
         pass.start_job(job_name, task, initial::ACTION).await?;
     }
+    for (job_name, task) in &plan.swaps {
+        pass.start_job(job_name, task, initial::ACTION).await?;
+    }
     pass.record = record;
     if plan.release_source {
         release_source_claim(pass, jobs).await?;
@@ -1204,9 +1209,14 @@ async fn restore_on_demand(
 ) -> Result<(i32, bool), Error> {
     let app = pass.app;
     let node_unfit = pods_node_unfit(pass);
+    let location = pass
+        .location
+        .clone()
+        .ok_or(Error::MissingField("an allowed backup location"))?;
     let (plan, record) = decide(pass, |reads, record| {
         Ok(restores::on_demand(
             app,
+            &location,
             jobs,
             initialized,
             node_unfit.as_deref(),
@@ -1216,6 +1226,9 @@ async fn restore_on_demand(
     })
     .await?;
     if let Some((job_name, task)) = &plan.start {
+        pass.start_job(job_name, task, "requested").await?;
+    }
+    for (job_name, task) in &plan.swaps {
         pass.start_job(job_name, task, "requested").await?;
     }
     pass.record = record;
@@ -1313,18 +1326,24 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
     if let Some((job_name, task)) = &plan.start {
         pass.start_job(job_name, task, "requested").await?;
     }
-    for (job_name, task, action) in &plan.parts {
+    pass.record = record;
+    Ok(())
+}
+
+/// The parts of backups and restores made in parts (see `parts`): made, and their set's
+/// Job let run once they ended.
+async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
+    let plan = parts::plan(jobs);
+    for (job_name, task, action) in &plan.start {
         pass.start_job(job_name, task, action).await?;
     }
     for job_name in &plan.release {
-        // Every part has ended: the sealing Job may run.
         let patch = json!({"spec": {"suspend": false}});
         pass.api::<Job>()
             .patch(job_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         pass.ctx.metrics.writes.inc();
     }
-    pass.record = record;
     Ok(())
 }
 

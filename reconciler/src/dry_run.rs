@@ -17,7 +17,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::children::{self, AppRef, MoverTask, Settings};
+use crate::children::{self, AppRef, MoverTask, RestoreStep, Settings};
 use crate::error::Error;
 use crate::location::{self, BackupLocation};
 
@@ -142,7 +142,7 @@ impl Children<'_> {
                 children::cronjob(app, schedule, location, settings)
             );
         }
-        let restore = MoverTask::initial_restore(app);
+        let restore = MoverTask::initial_restore(app, location);
         let tasks = [
             ("backup", MoverTask::Backup),
             ("restore", restore),
@@ -159,6 +159,33 @@ impl Children<'_> {
                 MoverTask::BackupPart {
                     set: format!("seal-{}", app.name),
                     ordinal: 0,
+                },
+            ),
+            (
+                "commit",
+                MoverTask::RestoreCommit {
+                    replicas: spec.replicas.max(1),
+                    from: "latest".into(),
+                    if_exists: true,
+                },
+            ),
+            (
+                "stage",
+                MoverTask::RestorePart {
+                    set: format!("commit-{}", app.name),
+                    ordinal: 0,
+                    step: RestoreStep::Stage {
+                        from: "latest".into(),
+                        if_exists: true,
+                    },
+                },
+            ),
+            (
+                "swap",
+                MoverTask::RestorePart {
+                    set: format!("commit-{}", app.name),
+                    ordinal: 0,
+                    step: RestoreStep::Swap,
                 },
             ),
         ];

@@ -22,6 +22,18 @@ pub fn app(spec: Value, annotations: Value) -> HelloStateful {
     app
 }
 
+/// Two replicas on a StorageClass, backed up to an object store: backed up and restored
+/// in parts.
+pub fn spread_app(annotations: Value) -> HelloStateful {
+    let store = json!({"objectStore": {"endpoint": "http://s3.test:8333",
+        "bucket": "backups", "credentialsSecret": "keys", "insecure": true}});
+    app(
+        json!({"replicas": 2, "storage": {"storageClassName": "local"},
+            "backup": {"target": store}}),
+        annotations,
+    )
+}
+
 pub fn settings() -> Settings {
     Settings {
         mover_image: "hellostateful-reconciler:test".into(),

@@ -23,6 +23,7 @@ use crate::conditions;
 use crate::controller::{RESYNC, WAIT};
 use crate::jobs::{self, JobState};
 use crate::location::BackupLocation;
+use crate::parts;
 use crate::reads::{Decision, Reads, Unread, decided};
 use crate::record::{Record, Tally, request};
 
@@ -96,6 +97,8 @@ pub struct Plan {
     pub step: Step,
     /// The restore Job to start: its name and task.
     pub start: Option<(String, MoverTask)>,
+    /// The Jobs that swap a committed restore in parts in, to start: name and task.
+    pub swaps: Vec<(String, MoverTask)>,
     /// End the finished restore Jobs that hold the source app's backup claim (see
     /// `controller::release_source_claim`): their failure is on record.
     pub release_source: bool,
@@ -106,6 +109,7 @@ impl Plan {
         Self {
             step: Step::Wait(action),
             start: None,
+            swaps: Vec::new(),
             release_source: false,
         }
     }
@@ -199,7 +203,13 @@ fn decide(
             record.status.restore_request = Some(request(token, phase, Some(&job_name), message));
         }
     };
-    let state = find(&job_name).map(|job| jobs::state(job));
+    let (state, swaps) = match find(&job_name) {
+        Some(job) => {
+            let (state, swaps) = parts::restore_state(job, jobs, reads)?;
+            (Some(state), swaps)
+        }
+        None => (None, Vec::new()),
+    };
     match state {
         // A failure is reported once; only a new token starts another attempt.
         None | Some(JobState::Failed(_))
@@ -245,14 +255,17 @@ fn decide(
                 format!("restoring {what} with Job {job_name} before the app starts"),
             );
             Ok(Plan {
-                start: Some((job_name.clone(), MoverTask::initial_restore(app))),
+                start: Some((job_name.clone(), MoverTask::initial_restore(app, location))),
                 ..Plan::waiting(Action::requeue(WAIT))
             })
         }
         Some(JobState::Running) => {
             let message = running(record, &job_name);
             acknowledge(record, RequestPhase::Running, &message);
-            Ok(Plan::waiting(Action::requeue(WAIT)))
+            Ok(Plan {
+                swaps,
+                ..Plan::waiting(Action::requeue(WAIT))
+            })
         }
         Some(JobState::Succeeded) => {
             let summary = reads
@@ -270,8 +283,7 @@ fn decide(
             acknowledge(record, RequestPhase::Succeeded, &outcome.message());
             Ok(Plan {
                 step: Step::Done(outcome),
-                start: None,
-                release_source: false,
+                ..Plan::waiting(Action::await_change())
             })
         }
         Some(JobState::Failed(_)) if already_failed && requested.is_some() => Ok(Plan {
@@ -280,7 +292,10 @@ fn decide(
             ..Plan::waiting(Action::await_change())
         }),
         Some(JobState::Failed(reason)) => {
-            let message = reads.failure(&job_name, reason)?;
+            let message = match find(&job_name) {
+                Some(job) => parts::restore_failure(job, reason, jobs, reads)?,
+                None => reason,
+            };
             let instead = match requested {
                 Some(from) => format!(
                     "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
@@ -438,6 +453,64 @@ mod tests {
         assert!(record.conditions().is_true(conditions::RESTORING));
         assert_eq!(reasons(&record), ["RestoreStarted"]);
         assert!(wanted(&AppRef::new(&app).expect("app"), &[]));
+    }
+
+    #[test]
+    fn a_new_app_on_several_nodes_restores_its_own_backups_in_parts_or_starts_empty() {
+        use crate::children::RestoreStep;
+        let mut app = fixtures::spread_app(json!({}));
+        app.spec.restore_from_existing = true;
+        let location =
+            crate::location::resolve(&app.spec, &[], &[]).expect("object store location");
+        let first = names::initial_restore_job("hello", "uid-1", None);
+        let (decision, _) = run(&app, &location, &[], &Reads::default(), Default::default());
+        let commit = MoverTask::RestoreCommit {
+            replicas: 2,
+            from: "latest".into(),
+            if_exists: true,
+        };
+        assert_eq!(decision.done().start, Some((first.clone(), commit)));
+
+        let committed =
+            crate::parts::tests::set_job(&first, Component::Restore, true, Some("Complete"));
+        let restored = fixtures::message(&first, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, _) = run(
+            &app,
+            &location,
+            std::slice::from_ref(&committed),
+            &restored,
+            Default::default(),
+        );
+        let plan = decision.done();
+        assert_eq!(plan.step, Step::Wait(Action::requeue(WAIT)));
+        let swap = |ordinal| MoverTask::RestorePart {
+            set: first.clone(),
+            ordinal,
+            step: RestoreStep::Swap,
+        };
+        assert_eq!(
+            plan.swaps,
+            [
+                (names::swap_part(&first, 0), swap(0)),
+                (names::swap_part(&first, 1), swap(1)),
+            ]
+        );
+
+        // No backup at all: nothing was committed, nothing to swap; the app starts empty.
+        let none = fixtures::message(&first, r#"{"restored":false,"reason":"NoBackup"}"#);
+        let (decision, _) = run(&app, &location, &[committed], &none, Default::default());
+        let plan = decision.done();
+        assert_eq!(plan.step, Step::Done(Outcome::NoBackup));
+        assert!(plan.swaps.is_empty());
+
+        // Another app's backups: one Job.
+        app.spec.restore_from = serde_json::from_value(json!({"name": "old"})).expect("from");
+        let (decision, _) = run(&app, &location, &[], &Reads::default(), Default::default());
+        let start = decision.done().start.map(|(_, task)| task);
+        assert!(
+            matches!(start, Some(MoverTask::Restore { .. })),
+            "{start:?}"
+        );
     }
 
     #[test]

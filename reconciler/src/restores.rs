@@ -14,9 +14,11 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use crate::children::{AppRef, MoverTask};
+use crate::children::{self, AppRef, MoverTask};
 use crate::conditions;
 use crate::jobs::{self, JobState};
+use crate::location::BackupLocation;
+use crate::parts;
 use crate::reads::{Decision, Reads, Unread, decided};
 use crate::record::{Record, Tally, request};
 
@@ -28,6 +30,8 @@ pub struct Plan {
     pub in_progress: bool,
     /// The restore Job to start: its name and task.
     pub start: Option<(String, MoverTask)>,
+    /// The Jobs that swap a committed restore in parts in, to start: name and task.
+    pub swaps: Vec<(String, MoverTask)>,
 }
 
 impl Plan {
@@ -36,6 +40,7 @@ impl Plan {
             replicas,
             in_progress: false,
             start: None,
+            swaps: Vec::new(),
         }
     }
 
@@ -44,8 +49,24 @@ impl Plan {
             replicas: 0,
             in_progress: true,
             start,
+            swaps: Vec::new(),
         }
     }
+}
+
+/// The restore Job still running, if any, or a part of one: a part that swaps in runs
+/// after the restore's own Job ended.
+fn running(jobs: &[Arc<Job>]) -> Option<String> {
+    let part = || {
+        jobs.iter().find(|job| {
+            jobs::component(job) == Some(Component::Restore)
+                && job.labels().contains_key(names::PART_OF_LABEL)
+                && jobs::is_active(job)
+        })
+    };
+    jobs::running(jobs, Component::Restore)
+        .or_else(part)
+        .map(|job| job.name_any())
 }
 
 /// Whether a restore request failed after its Job began replacing the live data.
@@ -66,17 +87,27 @@ pub fn interrupted_mid_swap(request: &RequestStatus) -> bool {
 /// again there.
 pub fn on_demand(
     app: &AppRef,
+    location: &BackupLocation,
     jobs: &[Arc<Job>],
     initialized: bool,
     node_unfit: Option<&str>,
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    decided(decide(app, jobs, initialized, node_unfit, reads, record))
+    decided(decide(
+        app,
+        location,
+        jobs,
+        initialized,
+        node_unfit,
+        reads,
+        record,
+    ))
 }
 
 fn decide(
     app: &AppRef,
+    location: &BackupLocation,
     jobs: &[Arc<Job>],
     initialized: bool,
     node_unfit: Option<&str>,
@@ -87,7 +118,7 @@ fn decide(
     let old = record.status.restore_request.clone();
     // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
     // app stopped even when its request was withdrawn or replaced.
-    let running_restore = jobs::running(jobs, Component::Restore).map(|job| job.name_any());
+    let running_restore = running(jobs);
     let token = record.restore_token(app.app);
     let Some(token) = token else {
         if let Some(job) = running_restore {
@@ -133,15 +164,38 @@ fn decide(
         status.backup_id = backup_id;
         record.status.restore_request = Some(status);
     };
+    let task = children::restore_task(app, location, from);
+    let running_message = match &task {
+        MoverTask::RestoreCommit { replicas, .. } => format!(
+            "Jobs {} to {} stage {from} on each replica's node, beside its live data; then Job \
+             {job_name} commits the restore, and Jobs {} to {} swap it in",
+            names::part(&job_name, 0),
+            names::part(&job_name, replicas - 1),
+            names::swap_part(&job_name, 0),
+            names::swap_part(&job_name, replicas - 1),
+        ),
+        _ => format!("Job {job_name} restores {from}"),
+    };
     let job = jobs.iter().find(|job| job.name_any() == job_name);
-    match job.map(|job| jobs::state(job)) {
+    let (state, swaps) = match job {
+        Some(job) => {
+            let (state, swaps) = parts::restore_state(job, jobs, reads)?;
+            (Some(state), swaps)
+        }
+        None => (None, Vec::new()),
+    };
+    match state {
         Some(JobState::Running) => {
-            let message = format!("Job {job_name} restores {from}");
-            acknowledge(record, RequestPhase::Running, &message, None);
-            record
-                .conditions()
-                .set(conditions::RESTORING, true, "RestoreRunning", &message);
-            Ok(Plan::restoring(None))
+            acknowledge(record, RequestPhase::Running, &running_message, None);
+            record.conditions().set(
+                conditions::RESTORING,
+                true,
+                "RestoreRunning",
+                &running_message,
+            );
+            let mut plan = Plan::restoring(None);
+            plan.swaps = swaps;
+            Ok(plan)
         }
         Some(JobState::Succeeded) => {
             let outcome = reads
@@ -161,7 +215,10 @@ fn decide(
             Ok(Plan::runs(replicas))
         }
         Some(JobState::Failed(reason)) => {
-            let cause = reads.failure(&job_name, reason)?;
+            let cause = match job {
+                Some(job) => parts::restore_failure(job, reason, jobs, reads)?,
+                None => reason,
+            };
             let (message, run) = if cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
                 (
                     format!(
@@ -235,16 +292,8 @@ fn decide(
                             )
                         };
                         record.note(EventType::Normal, "RestoreStarted", "Restore", started);
-                        let task = MoverTask::Restore {
-                            from: from.to_string(),
-                            if_exists: false,
-                            source: None,
-                        };
                         start = Some((job_name.clone(), task));
-                        (
-                            RequestPhase::Running,
-                            format!("Job {job_name} restores {from}"),
-                        )
+                        (RequestPhase::Running, running_message)
                     }
                     pods => (
                         RequestPhase::Pending,
@@ -285,10 +334,34 @@ mod tests {
         reads: &Reads,
         status: HelloStatefulStatus,
     ) -> (Decision<Plan>, Record) {
+        run_unfit(app, jobs, reads, status, None)
+    }
+
+    /// As `run`, the app's node taking no pods for the reason `node_unfit` gives.
+    fn run_unfit(
+        app: &HelloStateful,
+        jobs: &[Arc<Job>],
+        reads: &Reads,
+        status: HelloStatefulStatus,
+        node_unfit: Option<&str>,
+    ) -> (Decision<Plan>, Record) {
         let app_ref = AppRef::new(app).expect("app");
         let mut record = Record::new(status, Some(1));
-        let decision = on_demand(&app_ref, jobs, true, None, reads, &mut record);
+        let location = location(app);
+        let decision = on_demand(
+            &app_ref,
+            &location,
+            jobs,
+            true,
+            node_unfit,
+            reads,
+            &mut record,
+        );
         (decision, record)
+    }
+
+    fn location(app: &HelloStateful) -> BackupLocation {
+        crate::location::resolve(&app.spec, &["/tmp/backup".into()], &[]).expect("location")
     }
 
     fn pods(count: usize) -> Reads {
@@ -300,10 +373,8 @@ mod tests {
     #[test]
     fn a_restore_not_begun_waits_while_the_apps_node_takes_no_pods() {
         let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
-        let app_ref = AppRef::new(&app).expect("app");
         let cordoned = Some("node-a, cordoned (unschedulable)");
-        let mut record = Record::new(Default::default(), Some(1));
-        let decision = on_demand(&app_ref, &[], true, cordoned, &pods(2), &mut record);
+        let (decision, record) = run_unfit(&app, &[], &pods(2), Default::default(), cordoned);
         assert_eq!(decision.done(), Plan::runs(2), "the app keeps running");
         let waiting = record.status.restore_request.clone().expect("acknowledged");
         assert_eq!(
@@ -327,8 +398,7 @@ mod tests {
             )),
             ..Default::default()
         };
-        let mut record = Record::new(stopping, Some(1));
-        let decision = on_demand(&app_ref, &[], true, cordoned, &pods(0), &mut record);
+        let (decision, _) = run_unfit(&app, &[], &pods(0), stopping, cordoned);
         let plan = decision.done();
         assert_eq!(plan.start.map(|(name, _)| name), Some(job_name));
     }
@@ -446,5 +516,153 @@ mod tests {
         assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
         assert!(record.status.is_restored);
         assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+    }
+
+    #[test]
+    fn a_restore_in_parts_is_committed_then_swapped_in_by_a_job_per_replica() {
+        use crate::parts::tests::set_job;
+        let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        let (decision, record) = run(&app, &[], &pods(0), Default::default());
+        let plan = decision.done();
+        let commit = MoverTask::RestoreCommit {
+            replicas: 2,
+            from: "latest".into(),
+            if_exists: false,
+        };
+        assert_eq!(plan.start, Some((set.clone(), commit)));
+        let message = record.status.restore_request.and_then(|r| r.message);
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains(&format!("{set}-0 to {set}-1"))
+                    && m.contains(&format!("{set}-swap-0 to {set}-swap-1"))),
+            "{message:?}"
+        );
+
+        // Committed: each replica's swap Job is made; the app stays stopped meanwhile.
+        let committed = set_job(&set, Component::Restore, true, Some("Complete"));
+        let reads = fixtures::message(&set, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, _) = run(
+            &app,
+            std::slice::from_ref(&committed),
+            &reads,
+            Default::default(),
+        );
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.in_progress), (0, true));
+        let swap = |ordinal| MoverTask::RestorePart {
+            set: set.clone(),
+            ordinal,
+            step: crate::children::RestoreStep::Swap,
+        };
+        assert_eq!(
+            plan.swaps,
+            [
+                (format!("{set}-swap-0"), swap(0)),
+                (format!("{set}-swap-1"), swap(1)),
+            ]
+        );
+        let swapping = |condition| {
+            let part = names::swap_part(&set, 1);
+            let labels = [(names::PART_OF_LABEL, set.as_str())];
+            [
+                committed.clone(),
+                fixtures::job(
+                    &names::swap_part(&set, 0),
+                    Component::Restore,
+                    Some("Complete"),
+                    &labels,
+                ),
+                fixtures::job(&part, Component::Restore, condition, &labels),
+            ]
+        };
+        let (decision, _) = run(&app, &swapping(None), &reads, Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None), "one still swaps");
+
+        // Withdrawn meanwhile: the app still waits for the swap.
+        let (decision, _) = run(
+            &fixtures::spread_app(json!({})),
+            &swapping(None),
+            &reads,
+            Default::default(),
+        );
+        assert_eq!(decision.done(), Plan::restoring(None));
+
+        let (decision, record) = run(
+            &app,
+            &swapping(Some("Complete")),
+            &reads,
+            Default::default(),
+        );
+        assert_eq!(decision.done(), Plan::runs(2));
+        let request = record.status.restore_request.expect("acknowledged");
+        assert_eq!(
+            (request.phase, request.backup_id.as_deref()),
+            (RequestPhase::Succeeded, Some("20261129T150001Z"))
+        );
+    }
+
+    #[test]
+    fn a_part_that_failed_to_stage_fails_the_restore_on_the_old_data_and_a_failed_swap_keeps_the_app_stopped()
+     {
+        use crate::parts::tests::{part_job, set_job};
+        let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        let stage = names::part(&set, 1);
+        let jobs = [
+            set_job(&set, Component::Restore, true, Some("Failed")),
+            part_job(&set, Component::Restore, 0, Some("Complete")),
+            part_job(&set, Component::Restore, 1, Some("Failed")),
+        ];
+        let reads = fixtures::message(&stage, "error: no space left on device");
+        let (decision, record) = run(&app, &jobs, &reads, Default::default());
+        assert_eq!(
+            decision.done(),
+            Plan::runs(2),
+            "the live data was not replaced"
+        );
+        let message = record
+            .status
+            .restore_request
+            .and_then(|r| r.message)
+            .unwrap_or_default();
+        assert!(
+            message.contains(&format!(
+                "its part Job {stage} failed: error: no space left"
+            )) && message.contains("the live data was not replaced"),
+            "{message}"
+        );
+
+        let swap = names::swap_part(&set, 1);
+        let labels = [(names::PART_OF_LABEL, set.as_str())];
+        let jobs = [
+            set_job(&set, Component::Restore, true, Some("Complete")),
+            fixtures::job(
+                &names::swap_part(&set, 0),
+                Component::Restore,
+                Some("Complete"),
+                &labels,
+            ),
+            fixtures::job(&swap, Component::Restore, Some("Failed"), &labels),
+        ];
+        let mut reads = fixtures::message(&swap, "error: node gone");
+        reads.add_message(
+            set.clone(),
+            Some(r#"{"restored":true,"id":"20261129T150001Z"}"#.into()),
+        );
+        let (decision, record) = run(&app, &jobs, &reads, Default::default());
+        assert_eq!(
+            decision.done(),
+            Plan::runs(0),
+            "never on a mix of old and new"
+        );
+        let request = record.status.restore_request.expect("acknowledged");
+        assert!(interrupted_mid_swap(&request), "{request:?}");
+        let message = request.message.unwrap_or_default();
+        assert!(
+            message.contains(&format!("{swap} failed: error: node gone")),
+            "{message}"
+        );
     }
 }

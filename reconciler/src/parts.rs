@@ -1,0 +1,337 @@
+//! Jobs made in parts, for an app whose replicas' volumes may be on different nodes (see
+//! `children::in_parts`): a backup or restore Job that no one pod could run is made
+//! suspended, labelled with the number of replicas, and named as the set; this module
+//! makes one part Job per replica (each mounting only its own volume, so it runs where that
+//! volume is), and lets the set's Job run once every part has ended. A backup's Job then
+//! seals the parts into one snapshot; a restore's commits what the parts staged, after
+//! which `restores` makes the Jobs that swap it in.
+//!
+//! Deciding is pure: `plan` returns the writes to make.
+
+use std::sync::Arc;
+
+use hellostateful_api::MAX_REPLICAS;
+use hellostateful_api::names::{self, Component};
+use hellostateful_api::summary::{self, RestoreSummary};
+use hellostateful_api::validate;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+
+use crate::children::{MoverTask, RestoreStep};
+use crate::jobs::{self, JobState};
+use crate::reads::{Reads, Unread};
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Part Jobs to start: name, task, and the action of the set they are part of.
+    pub start: Vec<(String, MoverTask, String)>,
+    /// Jobs of sets whose parts have all ended, to let run.
+    pub release: Vec<String>,
+}
+
+/// How many parts set Job `job` has, from its label; None for a Job not made in parts. The
+/// label could have been edited: no more parts than an app can have replicas are made.
+pub fn count(job: &Job) -> Option<i32> {
+    job.labels()
+        .get(names::PARTS_LABEL)
+        .and_then(|n| n.parse::<i32>().ok())
+        .filter(|n| (1..=MAX_REPLICAS).contains(n))
+}
+
+/// For each set Job still suspended: its part Jobs not made yet, or, once every one has
+/// ended (succeeded or not: the set's Job says which are missing), the Job itself to let
+/// run.
+pub fn plan(jobs: &[Arc<Job>]) -> Plan {
+    let mut plan = Plan::default();
+    let suspended = |job: &Job| job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    for set_job in jobs
+        .iter()
+        .filter(|job| suspended(job) && jobs::is_active(job))
+    {
+        let Some(replicas) = count(set_job) else {
+            continue;
+        };
+        let set = set_job.name_any();
+        let Some(task) = part_task(set_job) else {
+            continue;
+        };
+        let action = set_job
+            .labels()
+            .get(names::ACTION_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let mut all_ended = true;
+        for ordinal in 0..replicas {
+            let name = names::part(&set, ordinal);
+            match jobs.iter().find(|job| job.name_any() == name) {
+                Some(part) if !jobs::is_active(part) => {}
+                Some(_) => all_ended = false,
+                None => {
+                    all_ended = false;
+                    plan.start.push((name, task(ordinal), action.clone()));
+                }
+            }
+        }
+        if all_ended {
+            plan.release.push(set);
+        }
+    }
+    plan
+}
+
+/// What the parts of set Job `job` do, by ordinal: back up their volume, or stage the
+/// backup its annotation names (checked again: a Job's annotations can be edited).
+fn part_task(job: &Job) -> Option<impl Fn(i32) -> MoverTask> {
+    let set = job.name_any();
+    let step = match jobs::component(job)? {
+        Component::Backup => None,
+        Component::Restore => {
+            let annotations = job.annotations();
+            let from = annotations.get(names::RESTORE_FROM)?;
+            validate::restore_from(from).ok()?;
+            Some(RestoreStep::Stage {
+                from: from.clone(),
+                if_exists: annotations
+                    .get(names::RESTORE_IF_EXISTS)
+                    .map(String::as_str)
+                    == Some("true"),
+            })
+        }
+        _ => return None,
+    };
+    Some(move |ordinal| match &step {
+        None => MoverTask::BackupPart {
+            set: set.clone(),
+            ordinal,
+        },
+        Some(step) => MoverTask::RestorePart {
+            set: set.clone(),
+            ordinal,
+            step: step.clone(),
+        },
+    })
+}
+
+/// Why set Job `job` failed, in its pod's or the reconciler's words; those of a part that
+/// failed, if one did (the set's Job then fails for want of that part).
+pub fn failure(
+    job: &Job,
+    reason: String,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+) -> Result<String, Unread> {
+    let name = job.name_any();
+    let failed_part = jobs
+        .iter()
+        .filter(|part| part.labels().get(names::PART_OF_LABEL) == Some(&name))
+        .find_map(|part| match jobs::state(part) {
+            JobState::Failed(reason) => Some((part.name_any(), reason)),
+            _ => None,
+        });
+    match failed_part {
+        Some((part, reason)) => Ok(format!(
+            "its part Job {part} failed: {}",
+            reads.failure(&part, reason)?
+        )),
+        None => reads.failure(&name, reason),
+    }
+}
+
+/// Where restore Job `job` stands, with the swaps of a restore made in parts: once its Job
+/// committed the set, the restore runs on until each part swapped it in (these Jobs are
+/// returned, to start), and fails if one could not: then some volumes may hold the restored
+/// data and others the old, as the message says (see [`restore_failure`]).
+pub fn restore_state(
+    job: &Job,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+) -> Result<(JobState, Vec<(String, MoverTask)>), Unread> {
+    let state = jobs::state(job);
+    let Some(replicas) = count(job).filter(|_| state == JobState::Succeeded) else {
+        return Ok((state, Vec::new()));
+    };
+    let set = job.name_any();
+    let committed = reads
+        .message(&set)?
+        .and_then(summary::parse_last_line::<RestoreSummary>)
+        .is_some_and(|outcome| outcome.restored);
+    if !committed {
+        return Ok((state, Vec::new())); // no backup to restore: nothing to swap in
+    }
+    let mut start = Vec::new();
+    let mut running = false;
+    for ordinal in 0..replicas {
+        let name = names::swap_part(&set, ordinal);
+        match jobs
+            .iter()
+            .find(|job| job.name_any() == name)
+            .map(|job| jobs::state(job))
+        {
+            None => {
+                let (set, step) = (set.clone(), RestoreStep::Swap);
+                start.push((name, MoverTask::RestorePart { set, ordinal, step }));
+            }
+            Some(JobState::Running) => running = true,
+            Some(JobState::Failed(reason)) => {
+                let cause = reads.failure(&name, reason)?;
+                let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
+                return Ok((
+                    JobState::Failed(if cause.contains(interrupted) {
+                        format!("its part Job {name} failed: {cause}")
+                    } else {
+                        format!("{interrupted}: its part Job {name} failed: {cause}")
+                    }),
+                    Vec::new(),
+                ));
+            }
+            Some(JobState::Succeeded) => {}
+        }
+    }
+    if running || !start.is_empty() {
+        Ok((JobState::Running, start))
+    } else {
+        Ok((JobState::Succeeded, Vec::new()))
+    }
+}
+
+/// Why restore Job `job` failed, as [`restore_state`] said: in the mover's words when the
+/// Job itself failed (see [`failure`]), else (a swap of its parts failed) as it said.
+pub fn restore_failure(
+    job: &Job,
+    reason: String,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+) -> Result<String, Unread> {
+    match jobs::state(job) {
+        JobState::Failed(own) => failure(job, own, jobs, reads),
+        _ => Ok(reason),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    /// A set Job of two parts, suspended until they end, or let run (`released`).
+    pub fn set_job(
+        name: &str,
+        component: Component,
+        released: bool,
+        condition: Option<&str>,
+    ) -> Arc<Job> {
+        let mut job = fixtures::job(
+            name,
+            component,
+            condition,
+            &[
+                (names::PARTS_LABEL, "2"),
+                (names::ACTION_LABEL, "requested"),
+            ],
+        );
+        let job_mut = Arc::make_mut(&mut job);
+        job_mut.spec = Some(k8s_openapi::api::batch::v1::JobSpec {
+            suspend: Some(!released),
+            ..Default::default()
+        });
+        if component == Component::Restore {
+            job_mut
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(names::RESTORE_FROM.into(), "latest".into());
+        }
+        job
+    }
+
+    pub fn part_job(
+        set: &str,
+        component: Component,
+        ordinal: i32,
+        condition: Option<&str>,
+    ) -> Arc<Job> {
+        fixtures::job(
+            &names::part(set, ordinal),
+            component,
+            condition,
+            &[(names::PART_OF_LABEL, set)],
+        )
+    }
+
+    #[test]
+    fn each_replicas_part_is_made_then_the_set_job_runs_once_they_ended() {
+        let set = "backup-hello-1a2b3c4d";
+        let backup = |released, condition| set_job(set, Component::Backup, released, condition);
+        let part = |ordinal, condition| part_job(set, Component::Backup, ordinal, condition);
+        let plan = plan(&[backup(false, None)]);
+        let task = |ordinal| MoverTask::BackupPart {
+            set: set.into(),
+            ordinal,
+        };
+        assert_eq!(
+            plan.start,
+            [
+                (format!("{set}-0"), task(0), "requested".into()),
+                (format!("{set}-1"), task(1), "requested".into()),
+            ]
+        );
+        assert!(plan.release.is_empty());
+
+        // One part runs: nothing more to do. Both ended: the set's Job runs, once.
+        let running = [
+            backup(false, None),
+            part(0, Some("Complete")),
+            part(1, None),
+        ];
+        assert_eq!(super::plan(&running), Plan::default());
+        let ended = [
+            backup(false, None),
+            part(0, Some("Complete")),
+            part(1, Some("Failed")),
+        ];
+        assert_eq!(super::plan(&ended).release, [set]);
+        let released = [backup(true, None), part(0, Some("Complete"))];
+        assert_eq!(super::plan(&released), Plan::default());
+    }
+
+    #[test]
+    fn a_restores_parts_stage_the_backup_its_job_names_and_an_edited_one_makes_none() {
+        let set = "restore-hello-1a2b3c4d";
+        let restore = set_job(set, Component::Restore, false, None);
+        let plan = plan(std::slice::from_ref(&restore));
+        let stage = |ordinal| MoverTask::RestorePart {
+            set: set.into(),
+            ordinal,
+            step: RestoreStep::Stage {
+                from: "latest".into(),
+                if_exists: false,
+            },
+        };
+        assert_eq!(
+            plan.start
+                .iter()
+                .map(|(_, task, _)| task)
+                .collect::<Vec<_>>(),
+            [&stage(0), &stage(1)]
+        );
+
+        let mut edited = restore;
+        Arc::make_mut(&mut edited)
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(names::RESTORE_FROM.into(), "--target=/".into());
+        assert_eq!(super::plan(&[edited]), Plan::default());
+    }
+
+    #[test]
+    fn an_edited_parts_label_makes_no_more_parts_than_an_app_can_have() {
+        let mut backup = set_job("backup-hello-29000000", Component::Backup, false, None);
+        Arc::make_mut(&mut backup)
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(names::PARTS_LABEL.into(), "100000".into());
+        assert_eq!(plan(&[backup]), Plan::default());
+    }
+}
