@@ -19,6 +19,9 @@ pub const RESTORE_FROM: &str = "hello-stateful.example.com/restore-from";
 /// Annotation on a restore Job made in parts (see [`PARTS_LABEL`]), set to `"true"` when its
 /// parts restore only if the app has a backup at all (a newly created app starts empty).
 pub const RESTORE_IF_EXISTS: &str = "hello-stateful.example.com/restore-if-exists";
+/// Annotation on a restore Job made in parts: the app of the namespace whose backups its
+/// parts stage (`spec.restoreFrom`), when they are not the app's own.
+pub const RESTORE_SOURCE: &str = "hello-stateful.example.com/restore-source";
 /// Label on cluster-scoped PersistentVolumes: the namespace of the app they belong to.
 pub const NAMESPACE_LABEL: &str = "hello-stateful.example.com/namespace";
 /// Label on Jobs: what the Job does (backup or restore) and why.

@@ -57,8 +57,9 @@ pub enum MoverCommand {
         `restore --part-of SET --swap` swaps it in. This commits SET only if every ordinal of \
         0..--replicas staged the same backup; from then on every volume of it is swapped in \
         (a swap interrupted anywhere is finished by the next restore of that volume), \
-        and before, none is. Object stores only. Prints what `restore` prints, for every \
-        volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
+        and before, none is. Object stores only. --name is the app restored into, also when \
+        its parts restore another app's backups (restore --into-app). Prints what `restore` \
+        prints, for every volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
         --name hello --store-endpoint https://s3.example.com --store-bucket backups \
         --part-of restore-hello-1a2b3c4d --replicas 3"
     )]
@@ -178,12 +179,17 @@ enum Location {
 
 impl AppArgs {
     fn location(&self) -> Result<Location> {
+        self.location_of(&self.name)
+    }
+
+    /// The place of app `name` of the same namespace, in the same target.
+    fn location_of(&self, name: &str) -> Result<Location> {
         let (Some(endpoint), Some(bucket)) = (&self.store.store_endpoint, &self.store.store_bucket)
         else {
             return Ok(Location::Dir(App::new(
                 &self.target,
                 &self.namespace,
-                &self.name,
+                name,
             )?));
         };
         let config = StoreConfig {
@@ -198,7 +204,7 @@ impl AppArgs {
                 .ok()
                 .filter(|pem| !pem.trim().is_empty()),
         };
-        let store = Store::open(&config, &self.namespace, &self.name)?;
+        let store = Store::open(&config, &self.namespace, name)?;
         Ok(Location::Store(Box::new(store)))
     }
 }
@@ -274,6 +280,11 @@ pub struct RestoreArgs {
     /// Swap in what `--part-of SET` staged, once SET was committed
     #[arg(long, requires = "part_of", conflicts_with_all = ["from", "if_exists"])]
     pub swap: bool,
+    /// Restore --name's backups into the volumes of app NAME of the same namespace
+    /// (spec.restoreFrom): the records of a restore in parts, and of one interrupted in
+    /// these volumes, are NAME's and kept with its backups (object stores only)
+    #[arg(long, value_name = "NAME", conflicts_with = "swap")]
+    pub into_app: Option<String>,
     /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
     /// failure the error message is written instead
     #[arg(long, value_name = "PATH")]
@@ -527,13 +538,32 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 lock_wait,
                 commit_note: a.termination_log.clone(),
             };
+            let records = match &a.into_app {
+                None => None,
+                Some(into) => match a.app.location_of(into)? {
+                    Location::Store(records) => Some(records),
+                    Location::Dir(_) => {
+                        return Err(MoverError::Usage(
+                            "--into-app needs an object store (--store-endpoint, \
+                             --store-bucket): a restore from a node directory keeps no records"
+                                .into(),
+                        ));
+                    }
+                },
+            };
             match (location, set) {
                 (Location::Dir(app), None) => ok(json(&crate::restore(&app, &options)?)?),
                 (Location::Store(store), None) => {
-                    ok(json(&crate::restore_from_store(&store, &options)?)?)
+                    let records = records.as_deref().unwrap_or(&store);
+                    ok(json(&crate::restore_from_store(
+                        &store, records, &options,
+                    )?)?)
                 }
                 (Location::Store(store), Some(set)) => {
-                    ok(json(&objstore::stage_part(&store, &options, &set)?)?)
+                    let records = records.as_deref().unwrap_or(&store);
+                    ok(json(&objstore::stage_part(
+                        &store, records, &options, &set,
+                    )?)?)
                 }
                 (Location::Dir(_), Some(_)) => Err(parts_need_a_store()),
             }

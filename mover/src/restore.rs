@@ -111,13 +111,18 @@ pub fn restore(app: &App, options: &RestoreOptions) -> Result<RestoreOutcome> {
 
 /// Restores a snapshot kept in an object store into the ordinal volumes under
 /// `options.dest`: the same staging, checks and swap, each file downloaded and hashed.
-/// A restore made in parts that was interrupted is finished or undone first, as the store
-/// records (the app's volumes may have been on several nodes then).
-pub fn restore_from_store(store: &Store, options: &RestoreOptions) -> Result<RestoreOutcome> {
+/// A restore made in parts that was interrupted is finished or undone first, as `records`
+/// say: the place of the app the volumes are (`store` itself, unless the backups are another
+/// app's), where the app's volumes may have been on several nodes then.
+pub fn restore_from_store(
+    store: &Store,
+    records: &Store,
+    options: &RestoreOptions,
+) -> Result<RestoreOutcome> {
     let started = Instant::now();
     let volumes = volumes::ordinal_dirs(&options.dest)?;
     let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
-    objstore::recover(store, &volumes)?;
+    objstore::recover(records, &volumes)?;
     if options.if_exists && !objstore::any(store)? {
         return Ok(not_restored());
     }

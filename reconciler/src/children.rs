@@ -409,11 +409,12 @@ pub enum MoverTask {
     /// Restore the snapshot `from` into an app whose replicas' volumes may be on different
     /// nodes, in parts (see [`restore_task`]): each replica's part stages it, then this
     /// Job, made suspended and let run once every part ended, commits the set; then each
-    /// part swaps it in. The set is the Job's own name.
+    /// part swaps it in. The set is the Job's own name. `source` as for `Restore`.
     RestoreCommit {
         replicas: i32,
         from: String,
         if_exists: bool,
+        source: Option<String>,
     },
     /// Replica `ordinal`'s part of the restore the Job `set` commits: on its own node.
     RestorePart {
@@ -430,18 +431,21 @@ pub enum MoverTask {
 /// What a part of a restore in parts does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RestoreStep {
-    /// Stage snapshot `from` beside the live data, which it leaves as it is (with
-    /// `if_exists`, nothing when the app has no backup at all).
-    Stage { from: String, if_exists: bool },
+    /// Stage snapshot `from` of app `source` (None: this app) beside the live data, which
+    /// it leaves as it is (with `if_exists`, nothing when the app has no backup at all).
+    Stage {
+        from: String,
+        if_exists: bool,
+        source: Option<String>,
+    },
     /// Swap the committed set's staged data in.
     Swap,
 }
 
 impl MoverTask {
     /// The restore before the app's first start: `spec.restoreFrom`'s backup (which must
-    /// exist), else the newest of the app's own, if any (restoreFromExisting). Of the app's
-    /// own backups, in parts when its volumes may be on different nodes (see [`in_parts`]);
-    /// another app's are restored by one Job.
+    /// exist), else the newest of the app's own, if any (restoreFromExisting); in parts when
+    /// its volumes may be on different nodes (see [`in_parts`]).
     pub fn initial_restore(app: &AppRef, location: &BackupLocation) -> Self {
         let requested = app.app.spec.restore_from.as_ref();
         let from = requested
@@ -451,11 +455,12 @@ impl MoverTask {
         let source = requested
             .map(|from| from.name.clone())
             .filter(|name| *name != app.name);
-        match in_parts(app, location).filter(|_| source.is_none()) {
+        match in_parts(app, location) {
             Some(replicas) => MoverTask::RestoreCommit {
                 replicas,
                 from,
                 if_exists,
+                source,
             },
             None => MoverTask::Restore {
                 from,
@@ -521,11 +526,20 @@ impl MoverTask {
         )
     }
 
-    /// The app whose backups the Job reads or writes.
+    /// The app whose backups the Job reads or writes. (A restore's commit and swaps read
+    /// and write only the records of the app restored into: its own.)
     fn backups_of<'a>(&'a self, app: &'a AppRef) -> &'a str {
         match self {
             MoverTask::Restore {
                 source: Some(source),
+                ..
+            }
+            | MoverTask::RestorePart {
+                step:
+                    RestoreStep::Stage {
+                        source: Some(source),
+                        ..
+                    },
                 ..
             } => source,
             _ => &app.name,
@@ -577,7 +591,9 @@ impl MoverTask {
                     format!("--part-of={set}"),
                 ];
                 match step {
-                    RestoreStep::Stage { from, if_exists } => {
+                    RestoreStep::Stage {
+                        from, if_exists, ..
+                    } => {
                         args.push(format!("--from={from}"));
                         if *if_exists {
                             args.push("--if-exists".into());
@@ -591,13 +607,19 @@ impl MoverTask {
             MoverTask::Purge => vec!["purge".into()],
         };
         if !matches!(self, MoverTask::Wipe) {
+            let backups_of = self.backups_of(app);
             args.extend([
                 format!("--target={MOVER_TARGET_DIR}"),
                 format!("--namespace={}", app.namespace),
-                format!("--name={}", self.backups_of(app)),
+                format!("--name={backups_of}"),
             ]);
             if let BackupLocation::ObjectStore(store) = location {
                 args.extend(store.mover_args());
+                // Another app's backups: the records of this app's restores (in parts, or
+                // interrupted) stay with its own, where its next restore looks for them.
+                if backups_of != app.name {
+                    args.push(format!("--into-app={}", app.name));
+                }
             }
         }
         args.push("--termination-log=/dev/termination-log".into());
@@ -771,6 +793,7 @@ pub fn restore_task(app: &AppRef, location: &BackupLocation, from: &str) -> Move
             replicas,
             from: from.to_owned(),
             if_exists: false,
+            source: None,
         },
         None => MoverTask::Restore {
             from: from.to_owned(),
@@ -807,13 +830,19 @@ pub fn mover_job(
         metadata["labels"][label] = json!(value);
     }
     if let MoverTask::RestoreCommit {
-        from, if_exists, ..
+        from,
+        if_exists,
+        source,
+        ..
     } = task
     {
         // What its parts stage (see `parts`).
         metadata["annotations"] = json!({names::RESTORE_FROM: from});
         if *if_exists {
             metadata["annotations"][names::RESTORE_IF_EXISTS] = json!("true");
+        }
+        if let Some(source) = source {
+            metadata["annotations"][names::RESTORE_SOURCE] = json!(source);
         }
     }
     let spec: JobSpec = build(mover_job_spec(app, task, location, settings))?;
@@ -1443,6 +1472,7 @@ mod tests {
                 RestoreStep::Stage {
                     from: "latest".into(),
                     if_exists: false,
+                    source: None,
                 },
                 "--from=latest",
             ),
@@ -1491,6 +1521,57 @@ mod tests {
             restore_task(&whole, &location, "latest"),
             MoverTask::Restore { .. }
         ));
+    }
+
+    #[test]
+    fn another_apps_backups_are_staged_in_parts_and_recorded_with_the_app_restored_into() {
+        let mut spread = crate::fixtures::spread_app(json!({}));
+        spread.spec.restore_from = serde_json::from_value(json!({"name": "old"})).expect("from");
+        let location =
+            crate::location::resolve(&spread.spec, &[], &[]).expect("object store location");
+        let spread = AppRef::new(&spread).expect("app");
+        // Whose backups (--name) and whose records (--into-app, when not the same app).
+        let whose = |task: &MoverTask| {
+            let job = mover_job(
+                &spread,
+                "restore-hello-1",
+                task,
+                "created",
+                &location,
+                &settings(),
+            )
+            .expect("job");
+            let pod = job.spec.and_then(|s| s.template.spec).expect("pod");
+            let args = pod.containers[0].args.clone().unwrap_or_default();
+            let whose: Vec<String> = args
+                .into_iter()
+                .filter(|a| a.starts_with("--name=") || a.starts_with("--into-app="))
+                .collect();
+            (whose, job.metadata.annotations.unwrap_or_default())
+        };
+        let (commit, annotations) = whose(&MoverTask::initial_restore(&spread, &location));
+        assert_eq!(commit, ["--name=hello"]);
+        assert_eq!(annotations[names::RESTORE_SOURCE], "old");
+        let part = |step| MoverTask::RestorePart {
+            set: "restore-hello-1".into(),
+            ordinal: 0,
+            step,
+        };
+        let stage = part(RestoreStep::Stage {
+            from: "latest".into(),
+            if_exists: false,
+            source: Some("old".into()),
+        });
+        assert_eq!(whose(&stage).0, ["--name=old", "--into-app=hello"]);
+        assert_eq!(whose(&part(RestoreStep::Swap)).0, ["--name=hello"]);
+
+        // One Job restoring another app's backups keeps its records with this app's too.
+        let one = MoverTask::Restore {
+            from: "latest".into(),
+            if_exists: false,
+            source: Some("old".into()),
+        };
+        assert_eq!(whose(&one).0, ["--name=old", "--into-app=hello"]);
     }
 
     #[test]

@@ -143,6 +143,7 @@ impl Children<'_> {
             );
         }
         let restore = MoverTask::initial_restore(app, location);
+        let source = spec.restore_from.as_ref().map(|from| from.name.clone());
         let tasks = [
             ("backup", MoverTask::Backup),
             ("restore", restore),
@@ -167,6 +168,7 @@ impl Children<'_> {
                     replicas: spec.replicas.max(1),
                     from: "latest".into(),
                     if_exists: true,
+                    source: source.clone(),
                 },
             ),
             (
@@ -177,6 +179,7 @@ impl Children<'_> {
                     step: RestoreStep::Stage {
                         from: "latest".into(),
                         if_exists: true,
+                        source,
                     },
                 },
             ),

@@ -456,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_app_on_several_nodes_restores_its_own_backups_in_parts_or_starts_empty() {
+    fn a_new_app_on_several_nodes_restores_in_parts_or_starts_empty() {
         use crate::children::RestoreStep;
         let mut app = fixtures::spread_app(json!({}));
         app.spec.restore_from_existing = true;
@@ -468,6 +468,7 @@ mod tests {
             replicas: 2,
             from: "latest".into(),
             if_exists: true,
+            source: None,
         };
         assert_eq!(decision.done().start, Some((first.clone(), commit)));
 
@@ -503,14 +504,17 @@ mod tests {
         assert_eq!(plan.step, Step::Done(Outcome::NoBackup));
         assert!(plan.swaps.is_empty());
 
-        // Another app's backups: one Job.
+        // Another app's backups: in parts too, the Job naming whose.
         app.spec.restore_from = serde_json::from_value(json!({"name": "old"})).expect("from");
         let (decision, _) = run(&app, &location, &[], &Reads::default(), Default::default());
         let start = decision.done().start.map(|(_, task)| task);
-        assert!(
-            matches!(start, Some(MoverTask::Restore { .. })),
-            "{start:?}"
-        );
+        let from_old = MoverTask::RestoreCommit {
+            replicas: 2,
+            from: "latest".into(),
+            if_exists: false,
+            source: Some("old".into()),
+        };
+        assert_eq!(start, Some(from_old));
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn plan(jobs: &[Arc<Job>]) -> Plan {
 }
 
 /// What the parts of set Job `job` do, by ordinal: back up their volume, or stage the
-/// backup its annotation names (checked again: a Job's annotations can be edited).
+/// backup its annotations name (checked again: a Job's annotations can be edited).
 fn part_task(job: &Job) -> Option<impl Fn(i32) -> MoverTask> {
     let set = job.name_any();
     let step = match jobs::component(job)? {
@@ -89,12 +89,18 @@ fn part_task(job: &Job) -> Option<impl Fn(i32) -> MoverTask> {
             let annotations = job.annotations();
             let from = annotations.get(names::RESTORE_FROM)?;
             validate::restore_from(from).ok()?;
+            let source = match annotations.get(names::RESTORE_SOURCE) {
+                Some(source) if validate::is_app_name(source) => Some(source.clone()),
+                Some(_) => return None,
+                None => None,
+            };
             Some(RestoreStep::Stage {
                 from: from.clone(),
                 if_exists: annotations
                     .get(names::RESTORE_IF_EXISTS)
                     .map(String::as_str)
                     == Some("true"),
+                source,
             })
         }
         _ => return None,
@@ -297,31 +303,46 @@ pub(crate) mod tests {
     #[test]
     fn a_restores_parts_stage_the_backup_its_job_names_and_an_edited_one_makes_none() {
         let set = "restore-hello-1a2b3c4d";
-        let restore = set_job(set, Component::Restore, false, None);
-        let plan = plan(std::slice::from_ref(&restore));
-        let stage = |ordinal| MoverTask::RestorePart {
+        let annotated = |key: &str, value: &str| {
+            let mut job = set_job(set, Component::Restore, false, None);
+            Arc::make_mut(&mut job)
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(key.into(), value.into());
+            job
+        };
+        let stage = |ordinal, source: Option<&str>| MoverTask::RestorePart {
             set: set.into(),
             ordinal,
             step: RestoreStep::Stage {
                 from: "latest".into(),
                 if_exists: false,
+                source: source.map(Into::into),
             },
         };
-        assert_eq!(
-            plan.start
-                .iter()
+        let staged = |job: Arc<Job>| {
+            plan(&[job])
+                .start
+                .into_iter()
                 .map(|(_, task, _)| task)
-                .collect::<Vec<_>>(),
-            [&stage(0), &stage(1)]
+                .collect::<Vec<_>>()
+        };
+        let own = set_job(set, Component::Restore, false, None);
+        assert_eq!(staged(own), [stage(0, None), stage(1, None)]);
+        let another_apps = annotated(names::RESTORE_SOURCE, "old");
+        assert_eq!(
+            staged(another_apps),
+            [stage(0, Some("old")), stage(1, Some("old"))]
         );
 
-        let mut edited = restore;
-        Arc::make_mut(&mut edited)
-            .metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(names::RESTORE_FROM.into(), "--target=/".into());
-        assert_eq!(super::plan(&[edited]), Plan::default());
+        for (key, edited) in [
+            (names::RESTORE_FROM, "--target=/"),
+            (names::RESTORE_SOURCE, "../other-namespace"),
+        ] {
+            let edited = annotated(key, edited);
+            assert_eq!(plan(&[edited]), Plan::default());
+        }
     }
 
     #[test]

@@ -529,6 +529,7 @@ mod tests {
             replicas: 2,
             from: "latest".into(),
             if_exists: false,
+            source: None,
         };
         assert_eq!(plan.start, Some((set.clone(), commit)));
         let message = record.status.restore_request.and_then(|r| r.message);

@@ -4,7 +4,9 @@
 //!
 //! 1. `restore --part-of SET --from X`, one pod per volume: stages the snapshot on the
 //!    volume, marks it `Prepared` (journal naming SET), and records what it staged at
-//!    `restores/<set>/<ordinal>.json`. Live data is untouched.
+//!    `restores/<set>/<ordinal>.json`. Live data is untouched. The records are always those
+//!    of the app the volumes are, even when the snapshot is another app's (`--into-app`):
+//!    a later restore of these volumes, from whichever backups, must find them.
 //! 2. `commit-restore --part-of SET --replicas N`, once every part ended: checks that
 //!    every ordinal staged, and the same backup, then writes `restores/<set>/commit.json`.
 //!    From then on the set is committed: every volume of it is rolled forward, whatever
@@ -94,14 +96,21 @@ impl Store {
     }
 }
 
-/// Phase 1, in the pod of one volume (or a few) under `options.dest`: stages the backup
-/// and records it for the coordinator. The live data is not touched.
-pub fn stage_part(store: &Store, options: &RestoreOptions, set: &PartSet) -> Result<StagedPart> {
+/// Phase 1, in the pod of one volume (or a few) under `options.dest`: stages the backup of
+/// `store` and records it for the coordinator in `records`, the place of the app the
+/// volumes are (`store` itself, unless the backup is another app's: `spec.restoreFrom`).
+/// The live data is not touched.
+pub fn stage_part(
+    store: &Store,
+    records: &Store,
+    options: &RestoreOptions,
+    set: &PartSet,
+) -> Result<StagedPart> {
     let started = Instant::now();
     let volumes = volumes::ordinal_dirs(&options.dest)?;
     let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
     // Also undoes this set's own staging, when this pod is a retry.
-    recover(store, &volumes)?;
+    recover(records, &volumes)?;
     let mounted: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
     let part = if options.if_exists && !super::any(store)? {
         StagedPart {
@@ -133,7 +142,7 @@ pub fn stage_part(store: &Store, options: &RestoreOptions, set: &PartSet) -> Res
         }
     };
     for ordinal in mounted {
-        store.put_json(&record_key(set, ordinal), &part)?;
+        records.put_json(&record_key(set, ordinal), &part)?;
     }
     Ok(part)
 }
@@ -337,7 +346,8 @@ mod tests {
         let store = Store::in_memory("ns", "app");
         let pods = backed_up_then_changed(&store);
         for pod in &pods {
-            let staged = stage_part(&store, &restore_options(pod), &set("r1")).expect("stage");
+            let staged =
+                stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
             assert_eq!(staged.staged, staged.volumes);
         }
         assert_eq!(
@@ -391,7 +401,7 @@ mod tests {
     fn a_part_that_never_staged_commits_nothing_and_the_next_restore_drops_the_staging() {
         let store = Store::in_memory("ns", "app");
         let pods = backed_up_then_changed(&store);
-        stage_part(&store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
+        stage_part(&store, &store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
         let refused = commit(&store, &set("r1"), 2).expect_err("ordinal 1 is missing");
         let message = crate::chain(&refused);
         assert!(message.contains("ordinal(s) [1]"), "{message}");
@@ -402,7 +412,7 @@ mod tests {
 
         // The next restore of the volume rolls the uncommitted staging back, then runs.
         for pod in &pods {
-            stage_part(&store, &restore_options(pod), &set("r2")).expect("stage");
+            stage_part(&store, &store, &restore_options(pod), &set("r2")).expect("stage");
         }
         commit(&store, &set("r2"), 2).expect("commit");
         for pod in &pods {
@@ -416,19 +426,49 @@ mod tests {
         let store = Store::in_memory("ns", "app");
         let pods = backed_up_then_changed(&store);
         for pod in &pods {
-            stage_part(&store, &restore_options(pod), &set("r1")).expect("stage");
+            stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
         }
         commit(&store, &set("r1"), 2).expect("commit");
         swap_in(&store, &pods[0], "r1").expect("swap 0");
         // Volume 1's swap never ran. A later set's staging on it finishes r1 first, so the
         // set never ends part old, part new.
         std::fs::write(pods[0].path().join("0/log"), "written after r1").expect("write");
-        stage_part(&store, &restore_options(&pods[1]), &set("r2")).expect("stage r2");
+        stage_part(&store, &store, &restore_options(&pods[1]), &set("r2")).expect("stage r2");
         assert_eq!(log(&pods[1], 1), "backed up 1", "r1 rolled forward");
         assert!(
             store.list_keys("restores/r1").expect("keys").is_empty(),
             "r1 is finished on every volume: its records are removed"
         );
+    }
+
+    #[test]
+    fn another_apps_backup_is_restored_in_parts_with_the_records_of_the_app_restored_into() {
+        let source = Store::in_memory("ns", "source");
+        backed_up_then_changed(&source);
+        let copy = Store::in_memory("ns", "copy");
+        let pods = [volume(0, "new 0"), volume(1, "new 1")];
+        for pod in &pods {
+            stage_part(&source, &copy, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        assert!(source.list_keys("restores").expect("keys").is_empty());
+        commit(&copy, &set("r1"), 2).expect("commit");
+        swap_in(&copy, &pods[0], "r1").expect("swap 0");
+        assert_eq!(log(&pods[0], 0), "backed up 0");
+
+        // Volume 1's swap never ran. The app's next restore, from its own backups (it has
+        // none yet), finds the set committed among its records and rolls it forward.
+        let options = RestoreOptions {
+            if_exists: true,
+            ..restore_options(&pods[1])
+        };
+        let outcome = crate::restore_from_store(&copy, &copy, &options).expect("restore");
+        assert!(matches!(outcome, RestoreOutcome::NotRestored(_)));
+        assert_eq!(
+            log(&pods[1], 1),
+            "backed up 1",
+            "r1 rolled forward, not back"
+        );
+        assert!(copy.list_keys("restores").expect("keys").is_empty());
     }
 
     #[test]
@@ -440,25 +480,25 @@ mod tests {
                 if_exists: true,
                 ..restore_options(pod)
             };
-            let staged = stage_part(&store, &options, &set("r1")).expect("stage");
+            let staged = stage_part(&store, &store, &options, &set("r1")).expect("stage");
             assert_eq!(staged.id, None);
         }
         let outcome = commit(&store, &set("r1"), 2).expect("commit");
         assert!(matches!(outcome, RestoreOutcome::NotRestored(_)));
         assert!(store.list_keys("restores").expect("keys").is_empty());
         assert_eq!(log(&pods[1], 1), "new 1");
-        stage_part(&store, &restore_options(&pods[0]), &set("r2")).expect_err("no backup");
+        stage_part(&store, &store, &restore_options(&pods[0]), &set("r2")).expect_err("no backup");
     }
 
     #[test]
     fn parts_that_staged_different_backups_are_not_committed() {
         let store = Store::in_memory("ns", "app");
         let pods = backed_up_then_changed(&store);
-        stage_part(&store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
+        stage_part(&store, &store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
         super::super::backup_part(&store, &options(pods[0].path()), &set("b2")).expect("part");
         super::super::backup_part(&store, &options(pods[1].path()), &set("b2")).expect("part");
         super::super::seal(&store, &set("b2"), 2, None, Duration::ZERO).expect("seal");
-        stage_part(&store, &restore_options(&pods[1]), &set("r1")).expect("stage 1");
+        stage_part(&store, &store, &restore_options(&pods[1]), &set("r1")).expect("stage 1");
         let refused = commit(&store, &set("r1"), 2).expect_err("two backups");
         assert!(crate::chain(&refused).contains("different backups"));
     }
