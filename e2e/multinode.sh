@@ -240,9 +240,9 @@ EOF
 # and on demand. The snapshot, read from the store, holds both replicas' logs. Restored the
 # same way: each volume staged by a Job on its node, one Job commits, and a Job per volume
 # swaps it in; both volumes are then as backed up, and the app runs on both nodes again.
-# Restored again while one volume refuses the swap (an immutable file): the other volume is
-# swapped in, so the app stays stopped, never running on a mix, until a new request finishes
-# the swap on that volume first. Deleted and made again (restoreFromExisting) on new volumes:
+# Restored again while one volume refuses the swap (an immutable file), the request withdrawn
+# once its parts began: the other volume is swapped in, so the app stays stopped, never
+# running on a mix, until a new request finishes the swap on that volume first. Deleted and made again (restoreFromExisting) on new volumes:
 # restored in parts before it starts, each new claim bound where its part ran. A second app
 # made from web's backup (restoreFrom) on two more volumes: restored in parts too, its
 # records kept with its own backups, none left behind under either app.
@@ -307,9 +307,14 @@ for replica in manifest["replicas"]:
   for volume in a b; do echo "after the backup" >"$LOCAL_ROOT/hs-e2e-$ns-$volume/marker"; done
   chattr +i "$LOCAL_ROOT/hs-e2e-$ns-b/marker"
   trap "chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
-  if "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --timeout 5m; then
-    echo "a swap into an immutable file succeeded"; return 1
-  fi
+  "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --wait=false >/dev/null || return 1
+  # Withdrawn once it began (its parts are made): still followed to its end, and the swap
+  # that failed recorded, so that the app stays stopped.
+  wait_for "the restore's parts" 120 bash -c "job=\$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.job}'); [[ -n \$job ]] && kubectl -n $ns get job \$job-0 >/dev/null 2>&1" ||
+    { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" annotate hellostateful web hello-stateful.example.com/restore-requested- >/dev/null
+  wait_for "the withdrawn restore failed" 300 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.phase}') == Failed ]]" ||
+    { on_fail "$ns"; return 1; }
   local message
   message=$(jp "$ns" web '{.status.restoreRequest.message}')
   echo "status: $message"

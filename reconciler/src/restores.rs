@@ -119,7 +119,20 @@ fn decide(
     // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
     // app stopped even when its request was withdrawn or replaced.
     let running_restore = running(jobs);
-    let token = record.restore_token(app.app);
+    // A request withdrawn once its Job was made is still followed to its end: a restore in
+    // parts swaps its volumes in after its Job ended, and a swap that fails must be
+    // recorded, else the app would start on a mix of old and restored volumes.
+    let withdrawn = old
+        .as_ref()
+        .filter(|request| !request.phase.is_final())
+        .filter(|request| {
+            request
+                .job
+                .as_deref()
+                .is_some_and(|name| jobs.iter().any(|job| job.name_any() == name))
+        })
+        .map(|request| request.token.clone());
+    let token = record.restore_token(app.app).or(withdrawn.as_deref());
     let Some(token) = token else {
         if let Some(job) = running_restore {
             record.conditions().set(
@@ -602,6 +615,48 @@ mod tests {
             (request.phase, request.backup_id.as_deref()),
             (RequestPhase::Succeeded, Some("20261129T150001Z"))
         );
+    }
+
+    #[test]
+    fn a_request_withdrawn_after_its_commit_is_swapped_in_and_a_failed_swap_recorded() {
+        use crate::parts::tests::set_job;
+        let requested = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let withdrawn = fixtures::spread_app(json!({}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        let (_, begun) = run(&requested, &[], &pods(0), Default::default());
+        let committed = set_job(&set, Component::Restore, true, Some("Complete"));
+        let mut reads = fixtures::message(&set, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+
+        // Its Job ended, committed, before any swap began: the swaps are still made.
+        let (decision, _) = run(
+            &withdrawn,
+            std::slice::from_ref(&committed),
+            &reads,
+            begun.status.clone(),
+        );
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.swaps.len()), (0, 2));
+
+        // A swap failed: recorded, so that the app stays stopped after the Jobs are gone.
+        let swap = names::swap_part(&set, 1);
+        let labels = [(names::PART_OF_LABEL, set.as_str())];
+        let jobs = [
+            committed,
+            fixtures::job(
+                &names::swap_part(&set, 0),
+                Component::Restore,
+                Some("Complete"),
+                &labels,
+            ),
+            fixtures::job(&swap, Component::Restore, Some("Failed"), &labels),
+        ];
+        reads.add_message(swap, Some("error: node gone".into()));
+        let (decision, failed) = run(&withdrawn, &jobs, &reads, begun.status);
+        assert_eq!(decision.done(), Plan::runs(0));
+        let request = failed.status.restore_request.clone().expect("recorded");
+        assert!(interrupted_mid_swap(&request), "{request:?}");
+        let (decision, _) = run(&withdrawn, &[], &Reads::default(), failed.status);
+        assert_eq!(decision.done(), Plan::runs(0));
     }
 
     #[test]
