@@ -531,6 +531,24 @@ mod tests {
         assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
     }
 
+    /// Restore set `set` committed (its summary read), replica 0 swapped in, and replica 1's
+    /// swap Job in condition `last` (a failed one says why).
+    fn committed_then_swapping(set: &str, last: Option<&str>) -> (Vec<Arc<Job>>, Reads) {
+        let labels = [(names::PART_OF_LABEL, set)];
+        let swap = |ordinal, condition| {
+            let name = names::swap_part(set, ordinal);
+            fixtures::job(&name, Component::Restore, condition, &labels)
+        };
+        let jobs = vec![
+            crate::parts::tests::set_job(set, Component::Restore, true, Some("Complete")),
+            swap(0, Some("Complete")),
+            swap(1, last),
+        ];
+        let mut reads = fixtures::message(set, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        reads.add_message(names::swap_part(set, 1), Some("error: node gone".into()));
+        (jobs, reads)
+    }
+
     #[test]
     fn a_restore_in_parts_is_committed_then_swapped_in_by_a_job_per_replica() {
         use crate::parts::tests::set_job;
@@ -577,20 +595,7 @@ mod tests {
                 (format!("{set}-swap-1"), swap(1)),
             ]
         );
-        let swapping = |condition| {
-            let part = names::swap_part(&set, 1);
-            let labels = [(names::PART_OF_LABEL, set.as_str())];
-            [
-                committed.clone(),
-                fixtures::job(
-                    &names::swap_part(&set, 0),
-                    Component::Restore,
-                    Some("Complete"),
-                    &labels,
-                ),
-                fixtures::job(&part, Component::Restore, condition, &labels),
-            ]
-        };
+        let swapping = |last| committed_then_swapping(&set, last).0;
         let (decision, _) = run(&app, &swapping(None), &reads, Default::default());
         assert_eq!(decision.done(), Plan::restoring(None), "one still swaps");
 
@@ -619,38 +624,18 @@ mod tests {
 
     #[test]
     fn a_request_withdrawn_after_its_commit_is_swapped_in_and_a_failed_swap_recorded() {
-        use crate::parts::tests::set_job;
         let requested = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let withdrawn = fixtures::spread_app(json!({}));
         let set = names::restore_job("hello", "uid-1", TOKEN);
         let (_, begun) = run(&requested, &[], &pods(0), Default::default());
-        let committed = set_job(&set, Component::Restore, true, Some("Complete"));
-        let mut reads = fixtures::message(&set, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (jobs, reads) = committed_then_swapping(&set, Some("Failed"));
 
         // Its Job ended, committed, before any swap began: the swaps are still made.
-        let (decision, _) = run(
-            &withdrawn,
-            std::slice::from_ref(&committed),
-            &reads,
-            begun.status.clone(),
-        );
+        let (decision, _) = run(&withdrawn, &jobs[..1], &reads, begun.status.clone());
         let plan = decision.done();
         assert_eq!((plan.replicas, plan.swaps.len()), (0, 2));
 
         // A swap failed: recorded, so that the app stays stopped after the Jobs are gone.
-        let swap = names::swap_part(&set, 1);
-        let labels = [(names::PART_OF_LABEL, set.as_str())];
-        let jobs = [
-            committed,
-            fixtures::job(
-                &names::swap_part(&set, 0),
-                Component::Restore,
-                Some("Complete"),
-                &labels,
-            ),
-            fixtures::job(&swap, Component::Restore, Some("Failed"), &labels),
-        ];
-        reads.add_message(swap, Some("error: node gone".into()));
         let (decision, failed) = run(&withdrawn, &jobs, &reads, begun.status);
         assert_eq!(decision.done(), Plan::runs(0));
         let request = failed.status.restore_request.clone().expect("recorded");
@@ -691,22 +676,7 @@ mod tests {
         );
 
         let swap = names::swap_part(&set, 1);
-        let labels = [(names::PART_OF_LABEL, set.as_str())];
-        let jobs = [
-            set_job(&set, Component::Restore, true, Some("Complete")),
-            fixtures::job(
-                &names::swap_part(&set, 0),
-                Component::Restore,
-                Some("Complete"),
-                &labels,
-            ),
-            fixtures::job(&swap, Component::Restore, Some("Failed"), &labels),
-        ];
-        let mut reads = fixtures::message(&swap, "error: node gone");
-        reads.add_message(
-            set.clone(),
-            Some(r#"{"restored":true,"id":"20261129T150001Z"}"#.into()),
-        );
+        let (jobs, reads) = committed_then_swapping(&set, Some("Failed"));
         let (decision, record) = run(&app, &jobs, &reads, Default::default());
         assert_eq!(
             decision.done(),
