@@ -38,7 +38,8 @@ failed_then() {
 }
 
 # The walkthrough with the store as the target: the data comes back from the store after the
-# app, its node directory and every node-directory backup are gone.
+# app, its node directory and every node-directory backup are gone; and into a new app made
+# from that backup.
 test_data_comes_back_from_the_store_alone() {
   local ns first lines id
   ns=$(new_ns s3walk)
@@ -59,6 +60,13 @@ test_data_comes_back_from_the_store_alone() {
   [[ $(jp "$ns" hello '{.status.isRestored}') == true ]]
   [[ $(head -n1 "$(host_log "$ns" hello 0)") == "$first" ]]
   (($(wc -l <"$(host_log "$ns" hello 0)") >= lines))
+
+  # Another app made from hello's backup (restoreFrom): its Job reads hello's objects into
+  # copy's volume, and keeps its restore's records with copy's own backups.
+  store_app "$ns" copy tenant-a s3 false ", \"restoreFrom\": {\"name\": \"hello\", \"backupId\": \"$id\"}"
+  wait_for "copy Ready" 180 app_ready "$ns" copy
+  [[ $(jp "$ns" copy '{.status.isRestored}') == true ]]
+  [[ $(head -n1 "$(host_log "$ns" copy 0)") == "$first" ]]
 }
 
 # Contents are shared between backups: a second backup sends only what changed. Small files
