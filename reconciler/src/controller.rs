@@ -1172,7 +1172,12 @@ async fn restore_first(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<initial
 /// `delete --delete-backups` of that app would hang until their TTL. Their TTL is set to
 /// zero, so that the TTL controller deletes them and their pods now (the reconciler may
 /// patch Jobs, never delete them). Best effort: the app runs whether or not this works.
+/// Only backups in a node directory are read through the source's claim: other Jobs stay
+/// for their TTL, with their logs, as any restore's.
 async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
+    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
+        return Ok(());
+    }
     let api = pass.api::<Job>();
     let now = json!({"spec": {"ttlSecondsAfterFinished": 0}});
     for job in jobs.iter().filter(|job| {

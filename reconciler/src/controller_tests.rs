@@ -1612,24 +1612,21 @@ fn restore_from_old_job(status: Value) -> (HelloStateful, String, Value) {
     (app, job, body)
 }
 
+/// The app's StatefulSet, Ready, recording that it restored a backup of app old first.
+fn started_after_restoring_old(app: &HelloStateful) -> Value {
+    let app_ref = AppRef::new(app).expect("app");
+    let record = Some("restored 20261129T150102Z of old");
+    let mut sts = value(&children::statefulset(&app_ref, 1, None, record, None).expect("sts"));
+    sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
+    sts
+}
+
 #[tokio::test]
 async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_recorded() {
     let done = json!({"conditions": [{"type": "Complete", "status": "True"}]});
     let (app, job, body) = restore_from_old_job(done);
-    let app_ref = AppRef::new(&app).expect("app");
-    let mut sts = value(
-        &children::statefulset(
-            &app_ref,
-            1,
-            None,
-            Some("restored 20261129T150102Z of old"),
-            None,
-        )
-        .expect("sts"),
-    );
-    sts["status"] = json!({"replicas": 1, "readyReplicas": 1});
     let (result, seen) = running(&app, 1)
-        .on("GET", STS, sts)
+        .on("GET", STS, started_after_restoring_old(&app))
         .on("GET", JOBS, list(vec![body]))
         .reconcile(app)
         .await;
@@ -1639,6 +1636,23 @@ async fn a_finished_restore_from_another_app_releases_its_backup_claim_once_reco
             && s.path == format!("{JOBS}/{job}")
             && s.body["spec"]["ttlSecondsAfterFinished"] == 0),
         "the Job holding old's backup claim ends now: {:?}",
+        writes(&seen)
+    );
+}
+
+#[tokio::test]
+async fn a_finished_restore_from_another_apps_objects_keeps_its_job_for_its_ttl() {
+    let done = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    let (mut app, job, body) = restore_from_old_job(done);
+    app.spec.backup = crate::fixtures::spread_app(json!({})).spec.backup;
+    let (_, seen) = running(&app, 1)
+        .on("GET", STS, started_after_restoring_old(&app))
+        .on("GET", JOBS, list(vec![body]))
+        .reconcile(app)
+        .await;
+    assert!(
+        !seen.iter().any(|s| s.path == format!("{JOBS}/{job}")),
+        "no claim of old's is held: {:?}",
         writes(&seen)
     );
 }
