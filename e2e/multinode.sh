@@ -165,22 +165,30 @@ spread_app() {
   [[ $nodes == "$NODE_A $NODE_B " ]] || { echo "replicas on: $nodes"; return 1; }
 }
 
-# restored_app NS NAME RESTORE-MEMBER STORE N: app NAME, 2 replicas on two new node-local
-# volumes (aN on one node, bN on the other), backed up to object store STORE, made with
-# RESTORE-MEMBER in its spec; Ready, restored before it started: each volume holds the
-# marker as it was backed up.
-restored_app() {
-  local ns=$1 name=$2 restore=$3 store=$4 n=$5 volume
+# app_on_new_volumes NS NAME RESTORE-MEMBER STORE N: app NAME, 2 replicas on two new
+# node-local volumes (aN on one node, bN on the other), backed up to object store STORE,
+# made with RESTORE-MEMBER in its spec.
+app_on_new_volumes() {
+  local ns=$1 name=$2 restore=$3 store=$4 n=$5
   local_volume "hs-e2e-$ns-a$n" "$NODE_A"
   local_volume "hs-e2e-$ns-b$n" "$NODE_B"
   app_yaml "$name" "{\"replicas\": 2, $restore, \"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}, \"backup\": {\"target\": {\"objectStore\": $store}}}" |
     kubectl -n "$ns" apply -f - >/dev/null
+}
+# restored NS NAME N: app NAME Ready, restored before it started: each of its volumes aN and
+# bN holds the marker as it was backed up.
+restored() {
+  local ns=$1 name=$2 n=$3 volume
   wait_for "$name Ready, restored" 180 app_ready "$ns" "$name" || { on_fail "$ns"; return 1; }
   [[ $(jp "$ns" "$name" '{.status.isRestored}') == true ]] || { echo "$name not restored"; return 1; }
   for volume in "a$n" "b$n"; do
     [[ $(cat "$LOCAL_ROOT/hs-e2e-$ns-$volume/marker" 2>&1) == "before the backup" ]] ||
       { echo "volume $volume: $(cat "$LOCAL_ROOT/hs-e2e-$ns-$volume/marker" 2>&1)"; on_fail "$ns"; return 1; }
   done
+}
+# restore_failed NS NAME: the app's restore before its first start failed.
+restore_failed() {
+  [[ $(jp "$1" "$2" '{.status.conditions[?(@.type=="Restoring")].reason}') == RestoreFailed ]]
 }
 
 # Dynamic volumes with backups in a node directory (the default target): the app's pods run
@@ -244,8 +252,9 @@ EOF
 # once its parts began: the other volume is swapped in, so the app stays stopped, never
 # running on a mix, until a new request finishes the swap on that volume first. Deleted and made again (restoreFromExisting) on new volumes:
 # restored in parts before it starts, each new claim bound where its part ran. A second app
-# made from web's backup (restoreFrom) on two more volumes: restored in parts too, its
-# records kept with its own backups, none left behind under either app.
+# made from web's backup (restoreFrom) on two more volumes, one too small: fails, with the
+# staging removed from the other; given room and asked again, restored in parts, its records
+# kept with its own backups, none left behind under either app.
 test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store() {
   local ns
   ns=$(new_ns parts)
@@ -307,10 +316,12 @@ for replica in manifest["replicas"]:
   for volume in a b; do echo "after the backup" >"$LOCAL_ROOT/hs-e2e-$ns-$volume/marker"; done
   chattr +i "$LOCAL_ROOT/hs-e2e-$ns-b/marker"
   trap "chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  local done_before
+  done_before=$(jp "$ns" web '{.status.restoreRequest.job}')
   "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --wait=false >/dev/null || return 1
   # Withdrawn once it began (its parts are made): still followed to its end, and the swap
   # that failed recorded, so that the app stays stopped.
-  wait_for "the restore's parts" 120 bash -c "job=\$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.job}'); [[ -n \$job ]] && kubectl -n $ns get job \$job-0 >/dev/null 2>&1" ||
+  wait_for "the restore's parts" 120 bash -c "job=\$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.job}'); [[ -n \$job && \$job != $done_before ]] && kubectl -n $ns get job \$job-0 >/dev/null 2>&1" ||
     { on_fail "$ns"; return 1; }
   kubectl -n "$ns" annotate hellostateful web hello-stateful.example.com/restore-requested- >/dev/null
   wait_for "the withdrawn restore failed" 300 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.phase}') == Failed ]]" ||
@@ -332,25 +343,43 @@ for replica in manifest["replicas"]:
 
   kubectl -n "$ns" delete hellostateful web --timeout=120s >/dev/null || { on_fail "$ns"; return 1; }
   wait_for "web's claims gone" 60 bash -c "[[ -z \$(kubectl -n $ns get pvc -o name) ]]" || return 1
-  restored_app "$ns" web '"restoreFromExisting": true' "$store" 2 || return 1
+  app_on_new_volumes "$ns" web '"restoreFromExisting": true' "$store" 2
+  restored "$ns" web 2 || return 1
   local parts
   parts=$(kubectl -n "$ns" get jobs -l "hello-stateful.example.com/action=created,hello-stateful.example.com/part-of" -o jsonpath='{range .items[*]}{.status.succeeded}{end}')
   [[ $parts == 1111 ]] || { echo "initial restore parts succeeded: '$parts' (want 4 stages and swaps)"; on_fail "$ns"; return 1; }
 
-  restored_app "$ns" copy "\"restoreFrom\": {\"name\": \"web\", \"backupId\": \"$id\"}" "$store" 3 || return 1
-  local copy_nodes
+  # A second app made from web's backup (restoreFrom) on two more volumes, one of them too
+  # small for it (a 4 KiB tmpfs): that part refuses at once, so the commit is refused, and
+  # the other volume is rid of what it staged before the failure is reported.
+  local small="$LOCAL_ROOT/hs-e2e-$ns-b3"
+  mkdir -p "$small" && mount -t tmpfs -o size=4k tmpfs "$small" || return 1
+  trap "umount -l '$small' 2>/dev/null || true; chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  app_on_new_volumes "$ns" copy "\"restoreFrom\": {\"name\": \"web\", \"backupId\": \"$id\"}" "$store" 3
+  wait_for "copy's restore failed" 180 restore_failed "$ns" copy || { on_fail "$ns"; return 1; }
+  message=$(jp "$ns" copy '{.status.conditions[?(@.type=="Restoring")].message}')
+  echo "status: $message"
+  [[ $message == *"its part Job restore-copy-"*"not enough space"* ]] || return 1
+  local left
+  left=$(ls -A "$LOCAL_ROOT/hs-e2e-$ns-a3" | { grep -vx '.hellostateful-lock' || true; })
+  [[ -z $left ]] || { echo "left on the volume that staged: $left"; return 1; }
+  [[ $(kubectl -n "$ns" get jobs -o jsonpath='{range .items[*]}{.metadata.name}={.status.succeeded}{"\n"}{end}' | grep -cE '^restore-copy-[0-9a-f]+-undo-[01]=1$') == 1 ]] ||
+    { echo "no undo Job succeeded"; on_fail "$ns"; return 1; }
+
+  # Given room and asked again: restored in parts, its records kept with copy's own backups.
+  umount -l "$small"
+  "$HS_PLUGIN" -n "$ns" restore copy --yes --timeout 4m || { on_fail "$ns"; return 1; }
+  restored "$ns" copy 3 || return 1
+  local copy_nodes set
   copy_nodes=$(printf '%s\n' "$(node_of_pod "$ns" copy-0)" "$(node_of_pod "$ns" copy-1)" | sort | tr '\n' ' ')
   [[ $copy_nodes == "$NODE_A $NODE_B " ]] || { echo "copy's replicas on: $copy_nodes"; return 1; }
-  # Its Jobs are ended once the outcome is recorded (see release_source_claim): their events
-  # remain. Two stages and two swaps completed; the commit found both stages' records with
-  # copy's backups, where the swaps then removed them.
-  local completed
-  completed=$(kubectl -n "$ns" get events --field-selector reason=Completed,involvedObject.kind=Job \
-    -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' | grep -cE '^restore-copy-[0-9a-f]+-(swap-)?[01]$')
-  [[ $completed == 4 ]] || { echo "copy's restore parts completed: $completed (want 2 stages and 2 swaps)"; on_fail "$ns"; return 1; }
+  set=$(jp "$ns" copy '{.status.restoreRequest.job}')
+  [[ $(kubectl -n "$ns" get job "$set-0" "$set-1" "$set-swap-0" "$set-swap-1" -o jsonpath='{range .items[*]}{.status.succeeded}{end}') == 1111 ]] ||
+    { echo "copy's restore parts: want 2 stages and 2 swaps succeeded"; on_fail "$ns"; return 1; }
   local records
   records=$(keys tenant-a "multinode/$ns/")
-  [[ -z $(grep '/restores/' <<<"$records") ]] || { echo "restore records left: $(grep '/restores/' <<<"$records")"; return 1; }
+  records=$(grep '/restores/' <<<"$records" || true)
+  [[ -z $records ]] || { echo "restore records left: $records"; return 1; }
 }
 
 trap teardown EXIT

@@ -207,6 +207,12 @@ pub fn swap_part(set: &str, ordinal: i32) -> String {
     part_named(set, &format!("-swap-{ordinal}"))
 }
 
+/// The Job that removes the staging of a restore whose commit was refused from replica
+/// `ordinal`'s volume.
+pub fn undo_part(set: &str, ordinal: i32) -> String {
+    part_named(set, &format!("-undo-{ordinal}"))
+}
+
 /// `<set><suffix>` within the 63 characters of a label value: when longer, characters go
 /// from the middle of the set's name, keeping its unique end (the hash, or the CronJob's
 /// schedule time).

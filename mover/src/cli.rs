@@ -57,7 +57,8 @@ pub enum MoverCommand {
         `restore --part-of SET --swap` swaps it in. This commits SET only if every ordinal of \
         0..--replicas staged the same backup; from then on every volume of it is swapped in \
         (a swap interrupted anywhere is finished by the next restore of that volume), \
-        and before, none is. Object stores only. --name is the app restored into, also when \
+        and before, none is. Refused, it removes the set's records: `restore --part-of SET \
+        --undo` then removes each volume's staged copy. Object stores only. --name is the app restored into, also when \
         its parts restore another app's backups (restore --into-app). Prints what `restore` \
         prints, for every volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
         --name hello --store-endpoint https://s3.example.com --store-bucket backups \
@@ -268,7 +269,7 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "DIR", default_value = "/data")]
     pub dest: PathBuf,
     /// The snapshot to restore: a backup id such as 20261129T150102Z, or "latest"
-    #[arg(long, value_name = "ID|latest", required_unless_present = "swap")]
+    #[arg(long, value_name = "ID|latest", required_unless_present_any = ["swap", "undo"])]
     pub from: Option<String>,
     /// If the app has no complete backup at all, succeed without restoring anything
     #[arg(long)]
@@ -280,10 +281,14 @@ pub struct RestoreArgs {
     /// Swap in what `--part-of SET` staged, once SET was committed
     #[arg(long, requires = "part_of", conflicts_with_all = ["from", "if_exists"])]
     pub swap: bool,
+    /// Remove what `--part-of SET` staged, once SET's commit was refused (the live data
+    /// stays as it is)
+    #[arg(long, requires = "part_of", conflicts_with_all = ["from", "if_exists", "swap"])]
+    pub undo: bool,
     /// Restore --name's backups into the volumes of app NAME of the same namespace
     /// (spec.restoreFrom): the records of a restore in parts, and of one interrupted in
     /// these volumes, are NAME's and kept with its backups (object stores only)
-    #[arg(long, value_name = "NAME", conflicts_with = "swap")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["swap", "undo"])]
     pub into_app: Option<String>,
     /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
     /// failure the error message is written instead
@@ -523,13 +528,19 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 .map(str::parse::<PartSet>)
                 .transpose()?;
             let location = a.app.location()?;
-            if let (Some(set), true) = (&set, a.swap) {
+            if let (Some(set), true) = (&set, a.swap || a.undo) {
                 let Location::Store(store) = location else {
                     return Err(parts_need_a_store());
                 };
-                return ok(json(&objstore::swap_part(
-                    &store, &a.dest, lock_wait, set,
-                )?)?);
+                return if a.undo {
+                    ok(json(&objstore::undo_part(
+                        &store, &a.dest, lock_wait, set,
+                    )?)?)
+                } else {
+                    ok(json(&objstore::swap_part(
+                        &store, &a.dest, lock_wait, set,
+                    )?)?)
+                };
             }
             let options = RestoreOptions {
                 dest: a.dest,

@@ -440,6 +440,8 @@ pub enum RestoreStep {
     },
     /// Swap the committed set's staged data in.
     Swap,
+    /// Remove what a set whose commit was refused staged (the live data stays).
+    Undo,
 }
 
 impl MoverTask {
@@ -600,6 +602,7 @@ impl MoverTask {
                         }
                     }
                     RestoreStep::Swap => args.push("--swap".into()),
+                    RestoreStep::Undo => args.push("--undo".into()),
                 }
                 args
             }
@@ -1477,6 +1480,7 @@ mod tests {
                 "--from=latest",
             ),
             (RestoreStep::Swap, "--swap"),
+            (RestoreStep::Undo, "--undo"),
         ] {
             let part = MoverTask::RestorePart {
                 set: "restore-hello-1".into(),

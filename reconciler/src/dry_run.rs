@@ -191,6 +191,14 @@ impl Children<'_> {
                     step: RestoreStep::Swap,
                 },
             ),
+            (
+                "undo",
+                MoverTask::RestorePart {
+                    set: format!("commit-{}", app.name),
+                    ordinal: 0,
+                    step: RestoreStep::Undo,
+                },
+            ),
         ];
         for (kind, task) in tasks {
             let name = format!("{kind}-{}", app.name);

@@ -97,7 +97,8 @@ pub struct Plan {
     pub step: Step,
     /// The restore Job to start: its name and task.
     pub start: Option<(String, MoverTask)>,
-    /// The Jobs that swap a committed restore in parts in, to start: name and task.
+    /// The part Jobs that end a restore in parts, to start: name and task (see
+    /// `parts::restore_state`).
     pub swaps: Vec<(String, MoverTask)>,
     /// End the finished restore Jobs that hold the source app's backup claim (see
     /// `controller::release_source_claim`): their failure is on record.
@@ -203,6 +204,8 @@ fn decide(
             record.status.restore_request = Some(request(token, phase, Some(&job_name), message));
         }
     };
+    let what = requested.map_or("the newest backup".to_string(), |from| from.describe());
+    let task = MoverTask::initial_restore(app, location);
     let (state, swaps) = match find(&job_name) {
         Some(job) => {
             let (state, swaps) = parts::restore_state(job, jobs, reads)?;
@@ -245,9 +248,8 @@ fn decide(
                 // The claim may yet be made or bound: look again now and then.
                 return Ok(Plan::waiting(Action::requeue(RESYNC)));
             }
-            let message = running(record, &job_name);
+            let message = running(record, &job_name, &what, &task);
             acknowledge(record, RequestPhase::Running, &message);
-            let what = requested.map_or("the newest backup".to_string(), |from| from.describe());
             record.note(
                 EventType::Normal,
                 "RestoreStarted",
@@ -255,12 +257,12 @@ fn decide(
                 format!("restoring {what} with Job {job_name} before the app starts"),
             );
             Ok(Plan {
-                start: Some((job_name.clone(), MoverTask::initial_restore(app, location))),
+                start: Some((job_name.clone(), task)),
                 ..Plan::waiting(Action::requeue(WAIT))
             })
         }
         Some(JobState::Running) => {
-            let message = running(record, &job_name);
+            let message = running(record, &job_name, &what, &task);
             acknowledge(record, RequestPhase::Running, &message);
             Ok(Plan {
                 swaps,
@@ -281,6 +283,12 @@ fn decide(
                 _ => Outcome::NoBackup,
             };
             acknowledge(record, RequestPhase::Succeeded, &outcome.message());
+            if let (Some(request), Outcome::Restored { id, .. }) =
+                (record.status.restore_request.as_mut(), &outcome)
+                && retrying.is_some()
+            {
+                request.backup_id = Some(id.clone());
+            }
             Ok(Plan {
                 step: Step::Done(outcome),
                 ..Plan::waiting(Action::await_change())
@@ -391,8 +399,14 @@ pub fn finish(app: &AppRef, outcome: &Outcome, record: &mut Record) {
 }
 
 /// Conditions while the restore of a newly created app runs; returns what it says.
-fn running(record: &mut Record, job_name: &str) -> String {
-    let message = format!("Job {job_name} restores the newest backup before the app starts");
+fn running(record: &mut Record, job_name: &str, what: &str, task: &MoverTask) -> String {
+    let message = match task {
+        MoverTask::RestoreCommit { replicas, .. } => format!(
+            "{}, before the app starts",
+            parts::restore_steps(job_name, *replicas, what)
+        ),
+        _ => format!("Job {job_name} restores {what} before the app starts"),
+    };
     let mut conditions = record.conditions();
     conditions.set(conditions::RESTORING, true, "RestoreRunning", &message);
     conditions.set(
@@ -581,6 +595,19 @@ mod tests {
         assert_eq!(
             (request.phase, request.job.as_deref()),
             (RequestPhase::Running, Some(retry.as_str()))
+        );
+
+        // Its outcome acknowledges the request, naming the backup restored.
+        let finished = [
+            attempt(&first, Some("Failed")),
+            attempt(&retry, Some("Complete")),
+        ];
+        let reads = fixtures::message(&retry, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (_, record) = run(&retried, &claim(), &finished, &reads, record.status);
+        let request = record.status.restore_request.expect("acknowledged");
+        assert_eq!(
+            (request.phase, request.backup_id.as_deref()),
+            (RequestPhase::Succeeded, Some("20261129T150001Z"))
         );
     }
 

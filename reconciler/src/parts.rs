@@ -143,20 +143,36 @@ pub fn failure(
     }
 }
 
-/// Where restore Job `job` stands, with the swaps of a restore made in parts: once its Job
-/// committed the set, the restore runs on until each part swapped it in (these Jobs are
-/// returned, to start), and fails if one could not: then some volumes may hold the restored
-/// data and others the old, as the message says (see [`restore_failure`]).
+/// What the Jobs of restore `set` in parts do, for status: `what` is the backup they restore.
+pub fn restore_steps(set: &str, replicas: i32, what: &str) -> String {
+    format!(
+        "Jobs {} to {} stage {what} on each replica's node, beside its live data; then Job \
+         {set} commits the restore, and Jobs {} to {} swap it in",
+        names::part(set, 0),
+        names::part(set, replicas - 1),
+        names::swap_part(set, 0),
+        names::swap_part(set, replicas - 1),
+    )
+}
+
+/// Where restore Job `job` stands, with the Jobs that end a restore made in parts (returned,
+/// to start). Once its Job committed the set, the restore runs on until each part swapped
+/// it in, and fails if one could not: then some volumes may hold the restored data and
+/// others the old, as the message says (see [`restore_failure`]). When its Job failed (the
+/// commit was refused, or never ran), it fails once each volume that staged the backup is
+/// rid of the staging (see [`undone`]).
 pub fn restore_state(
     job: &Job,
     jobs: &[Arc<Job>],
     reads: &Reads,
 ) -> Result<(JobState, Vec<(String, MoverTask)>), Unread> {
     let state = jobs::state(job);
-    let Some(replicas) = count(job).filter(|_| state == JobState::Succeeded) else {
-        return Ok((state, Vec::new()));
-    };
     let set = job.name_any();
+    let replicas = match (count(job), &state) {
+        (Some(replicas), JobState::Succeeded) => replicas,
+        (Some(replicas), JobState::Failed(_)) => return Ok(undone(&set, replicas, jobs, state)),
+        _ => return Ok((state, Vec::new())),
+    };
     let committed = reads
         .message(&set)?
         .and_then(summary::parse_last_line::<RestoreSummary>)
@@ -197,6 +213,44 @@ pub fn restore_state(
         Ok((JobState::Running, start))
     } else {
         Ok((JobState::Succeeded, Vec::new()))
+    }
+}
+
+/// A set whose Job failed, so never committed: each volume whose part staged the backup is
+/// rid of that staging (as large as the backup) by a Job on its node, before the failure is
+/// reported and the app runs again. An undo that fails leaves it to the volume's next
+/// restore, which drops it first, as does a part that failed midway.
+fn undone(
+    set: &str,
+    replicas: i32,
+    jobs: &[Arc<Job>],
+    failed: JobState,
+) -> (JobState, Vec<(String, MoverTask)>) {
+    let state_of = |name: &str| {
+        jobs.iter()
+            .find(|job| job.name_any() == name)
+            .map(|job| jobs::state(job))
+    };
+    let mut start = Vec::new();
+    let mut running = false;
+    for ordinal in 0..replicas {
+        if state_of(&names::part(set, ordinal)) != Some(JobState::Succeeded) {
+            continue;
+        }
+        let name = names::undo_part(set, ordinal);
+        match state_of(&name) {
+            None => {
+                let (set, step) = (set.to_owned(), RestoreStep::Undo);
+                start.push((name, MoverTask::RestorePart { set, ordinal, step }));
+            }
+            Some(JobState::Running) => running = true,
+            Some(_) => {}
+        }
+    }
+    if running || !start.is_empty() {
+        (JobState::Running, start)
+    } else {
+        (failed, Vec::new())
     }
 }
 

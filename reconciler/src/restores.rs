@@ -30,7 +30,8 @@ pub struct Plan {
     pub in_progress: bool,
     /// The restore Job to start: its name and task.
     pub start: Option<(String, MoverTask)>,
-    /// The Jobs that swap a committed restore in parts in, to start: name and task.
+    /// The part Jobs that end a restore in parts, to start: name and task (see
+    /// `parts::restore_state`).
     pub swaps: Vec<(String, MoverTask)>,
 }
 
@@ -148,6 +149,21 @@ fn decide(
             // data and others the old: the app must not run on that.
             return Ok(Plan::runs(0));
         }
+        if let Some(request) = old.filter(|request| !request.phase.is_final()) {
+            let message = format!(
+                "withdrawn before it began (the {} annotation was removed): nothing was restored",
+                names::RESTORE_REQUESTED
+            );
+            record.status.restore_request = Some(crate::record::request(
+                &request.token,
+                RequestPhase::Failed,
+                None,
+                &message,
+            ));
+            record
+                .conditions()
+                .set(conditions::RESTORING, false, "RestoreWithdrawn", &message);
+        }
         return Ok(Plan::runs(replicas));
     };
     let from = app
@@ -179,14 +195,9 @@ fn decide(
     };
     let task = children::restore_task(app, location, from);
     let running_message = match &task {
-        MoverTask::RestoreCommit { replicas, .. } => format!(
-            "Jobs {} to {} stage {from} on each replica's node, beside its live data; then Job \
-             {job_name} commits the restore, and Jobs {} to {} swap it in",
-            names::part(&job_name, 0),
-            names::part(&job_name, replicas - 1),
-            names::swap_part(&job_name, 0),
-            names::swap_part(&job_name, replicas - 1),
-        ),
+        MoverTask::RestoreCommit { replicas, .. } => {
+            parts::restore_steps(&job_name, *replicas, from)
+        }
         _ => format!("Job {job_name} restores {from}"),
     };
     let job = jobs.iter().find(|job| job.name_any() == job_name);
@@ -490,6 +501,22 @@ mod tests {
     }
 
     #[test]
+    fn a_request_withdrawn_before_its_job_was_made_ends_and_says_so() {
+        let requested = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let (decision, stopping) = run(&requested, &[], &pods(2), Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None), "stopping the app");
+        let (decision, mut record) = run(&app(json!({})), &[], &pods(2), stopping.status);
+        assert_eq!(decision.done(), Plan::runs(2));
+        let request = record.status.restore_request.clone().expect("ended");
+        assert_eq!(request.phase, RequestPhase::Failed);
+        assert!(request.message.is_some_and(|m| m.contains("withdrawn")));
+        assert_eq!(
+            record.conditions().reason(conditions::RESTORING),
+            Some("RestoreWithdrawn")
+        );
+    }
+
+    #[test]
     fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_until_asked_again() {
         let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let job_name = names::restore_job("hello", "uid-1", TOKEN);
@@ -651,12 +678,36 @@ mod tests {
         let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let set = names::restore_job("hello", "uid-1", TOKEN);
         let stage = names::part(&set, 1);
-        let jobs = [
+        let mut jobs = vec![
             set_job(&set, Component::Restore, true, Some("Failed")),
             part_job(&set, Component::Restore, 0, Some("Complete")),
             part_job(&set, Component::Restore, 1, Some("Failed")),
         ];
         let reads = fixtures::message(&stage, "error: no space left on device");
+        // First, replica 0's volume, which staged the backup, is rid of it.
+        let undo = names::undo_part(&set, 0);
+        let (decision, _) = run(&app, &jobs, &reads, Default::default());
+        let plan = decision.done();
+        let task = MoverTask::RestorePart {
+            set: set.clone(),
+            ordinal: 0,
+            step: crate::children::RestoreStep::Undo,
+        };
+        assert_eq!(plan.swaps, [(undo.clone(), task)]);
+        assert_eq!((plan.replicas, plan.in_progress), (0, true));
+        let labels = [(names::PART_OF_LABEL, set.as_str())];
+        jobs.push(fixtures::job(&undo, Component::Restore, None, &labels));
+        let (decision, _) = run(&app, &jobs, &reads, Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None), "while it runs");
+
+        // Then the failure is reported; undone or not, the old data was never replaced.
+        jobs.pop();
+        jobs.push(fixtures::job(
+            &undo,
+            Component::Restore,
+            Some("Failed"),
+            &labels,
+        ));
         let (decision, record) = run(&app, &jobs, &reads, Default::default());
         assert_eq!(
             decision.done(),

@@ -52,7 +52,7 @@ pub use catalog::{delete, describe, list, prune, purge, verify};
 pub use collect::Collected;
 pub use parts::{PartSet, backup_part, seal};
 pub(crate) use restore_parts::recover;
-pub use restore_parts::{StagedPart, commit, stage_part, swap_part};
+pub use restore_parts::{StagedPart, commit, stage_part, swap_part, undo_part};
 pub use upload::backup;
 
 /// Environment variable holding the access key id (from the app's Secret).

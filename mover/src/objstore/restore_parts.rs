@@ -12,7 +12,10 @@
 //!    From then on the set is committed: every volume of it is rolled forward, whatever
 //!    fails.
 //! 3. `restore --part-of SET --swap`, one pod per volume again: swaps the staged data in,
-//!    and removes the volume's record (the last one removes the commit record).
+//!    and removes the volume's record (the last one removes the commit record). Or, when
+//!    the commit was refused, `restore --part-of SET --undo` on each volume that staged:
+//!    removes its staging now rather than at the volume's next restore (it takes as much
+//!    room as the backup).
 //!
 //! Any restore of a volume first recovers a journal of a set: rolled forward if the set's
 //! commit record exists (or its swap began), else rolled back ([`swap::recover_parts`]).
@@ -194,8 +197,9 @@ pub fn commit(store: &Store, set: &PartSet, replicas: u32) -> Result<RestoreOutc
         }
         return Ok(restore::not_restored());
     };
-    store.put_json(&commit_key(set), &Committed { id: id.clone() })?;
+    // Before the commit, so that a commit record is never left by a commit that failed.
     remove_stale_sets(store)?;
+    store.put_json(&commit_key(set), &Committed { id: id.clone() })?;
     let mut ordinals: Vec<u32> = parts.iter().flat_map(|p| p.staged.clone()).collect();
     ordinals.sort_unstable();
     Ok(RestoreOutcome::Restored(RestoreReport {
@@ -291,6 +295,27 @@ pub fn swap_part(
     })
 }
 
+/// After a refused commit, in the pod of one volume (or a few) under `dest`: removes what
+/// set `set` staged there, and its journal; the live data stays as it is. Refused for a
+/// committed set, which only its swap finishes.
+pub fn undo_part(
+    store: &Store,
+    dest: &Path,
+    lock_wait: Duration,
+    set: &PartSet,
+) -> Result<RestoreOutcome> {
+    if store.restore_committed(&set.to_string())? {
+        return Err(MoverError::Usage(format!(
+            "{}: restore {set} was committed: its swap (--swap) finishes it, not an undo",
+            store.app().label()
+        )));
+    }
+    let volumes = volumes::ordinal_dirs(dest)?;
+    let _volume_locks = swap::lock_volumes(&volumes, lock_wait)?;
+    recover(store, &volumes)?;
+    Ok(restore::not_restored())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::collect::tests::options;
@@ -376,17 +401,22 @@ mod tests {
             "records removed"
         );
         for pod in &pods {
-            let names: Vec<_> = std::fs::read_dir(pod.path().join(pod_ordinal(pod)))
-                .expect("list")
-                .map(|e| e.expect("entry").file_name())
-                .collect();
-            assert!(
-                names
-                    .iter()
-                    .all(|n| n == "log" || n == ".hellostateful-lock"),
-                "no staging or journal left: {names:?}"
-            );
+            assert_no_staging(pod);
         }
+    }
+
+    /// The pod's volume holds its data and lock only: no staging, no journal.
+    fn assert_no_staging(pod: &tempfile::TempDir) {
+        let names: Vec<_> = std::fs::read_dir(pod.path().join(pod_ordinal(pod)))
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n == "log" || n == ".hellostateful-lock"),
+            "no staging or journal left: {names:?}"
+        );
     }
 
     fn pod_ordinal(pod: &tempfile::TempDir) -> String {
@@ -409,6 +439,7 @@ mod tests {
         assert!(store.list_keys("restores").expect("keys").is_empty());
         assert_eq!(log(&pods[0], 0), "live");
         assert!(pods[0].path().join("0/.hellostateful-staging").exists());
+        swap_in(&store, &pods[0], "r1").expect_err("not committed: nothing to swap in");
 
         // The next restore of the volume rolls the uncommitted staging back, then runs.
         for pod in &pods {
@@ -418,6 +449,30 @@ mod tests {
         for pod in &pods {
             swap_in(&store, pod, "r2").expect("swap");
         }
+        assert_eq!(log(&pods[0], 0), "backed up 0");
+    }
+
+    #[test]
+    fn a_refused_sets_staging_is_undone_and_a_committed_one_cannot_be() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        let undo = |pod: &tempfile::TempDir, name: &str| {
+            undo_part(&store, pod.path(), Duration::ZERO, &set(name))
+        };
+        stage_part(&store, &store, &restore_options(&pods[0]), &set("r1")).expect("stage 0");
+        commit(&store, &set("r1"), 2).expect_err("ordinal 1 is missing");
+        let outcome = undo(&pods[0], "r1").expect("undo");
+        assert!(matches!(outcome, RestoreOutcome::NotRestored(_)));
+        assert_eq!(log(&pods[0], 0), "live");
+        assert_no_staging(&pods[0]);
+
+        for pod in &pods {
+            stage_part(&store, &store, &restore_options(pod), &set("r2")).expect("stage");
+        }
+        commit(&store, &set("r2"), 2).expect("commit");
+        let refused = undo(&pods[0], "r2").expect_err("committed");
+        assert!(crate::chain(&refused).contains("was committed"));
+        swap_in(&store, &pods[0], "r2").expect("swap");
         assert_eq!(log(&pods[0], 0), "backed up 0");
     }
 
