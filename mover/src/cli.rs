@@ -58,9 +58,9 @@ pub enum MoverCommand {
         0..--replicas staged the same backup; from then on every volume of it is swapped in \
         (a swap interrupted anywhere is finished by the next restore of that volume), \
         and before, none is. Refused, it removes the set's records: `restore --part-of SET \
-        --undo` then removes each volume's staged copy. Object stores only. --name is the app restored into, also when \
-        its parts restore another app's backups (restore --into-app). Prints what `restore` \
-        prints, for every volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
+        --undo` then removes each volume's staged copy. Object stores only. --name is the \
+        app restored into, also when its parts restore another app's backups (restore \
+        --into-app). Prints what `restore` prints, for every volume.\n\nExample:\n  hellostateful-reconciler commit-restore --namespace default \
         --name hello --store-endpoint https://s3.example.com --store-bucket backups \
         --part-of restore-hello-1a2b3c4d --replicas 3"
     )]

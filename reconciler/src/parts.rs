@@ -184,11 +184,7 @@ pub fn restore_state(
     let mut running = false;
     for ordinal in 0..replicas {
         let name = names::swap_part(&set, ordinal);
-        match jobs
-            .iter()
-            .find(|job| job.name_any() == name)
-            .map(|job| jobs::state(job))
-        {
+        match state_of(jobs, &name) {
             None => {
                 let (set, step) = (set.clone(), RestoreStep::Swap);
                 start.push((name, MoverTask::RestorePart { set, ordinal, step }));
@@ -226,19 +222,14 @@ fn undone(
     jobs: &[Arc<Job>],
     failed: JobState,
 ) -> (JobState, Vec<(String, MoverTask)>) {
-    let state_of = |name: &str| {
-        jobs.iter()
-            .find(|job| job.name_any() == name)
-            .map(|job| jobs::state(job))
-    };
     let mut start = Vec::new();
     let mut running = false;
     for ordinal in 0..replicas {
-        if state_of(&names::part(set, ordinal)) != Some(JobState::Succeeded) {
+        if state_of(jobs, &names::part(set, ordinal)) != Some(JobState::Succeeded) {
             continue;
         }
         let name = names::undo_part(set, ordinal);
-        match state_of(&name) {
+        match state_of(jobs, &name) {
             None => {
                 let (set, step) = (set.to_owned(), RestoreStep::Undo);
                 start.push((name, MoverTask::RestorePart { set, ordinal, step }));
@@ -252,6 +243,13 @@ fn undone(
     } else {
         (failed, Vec::new())
     }
+}
+
+/// The state of the Job named `name`, if it exists.
+fn state_of(jobs: &[Arc<Job>], name: &str) -> Option<JobState> {
+    jobs.iter()
+        .find(|job| job.name_any() == name)
+        .map(|job| jobs::state(job))
 }
 
 /// Why restore Job `job` failed, as [`restore_state`] said: in the mover's words when the

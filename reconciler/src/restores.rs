@@ -149,13 +149,13 @@ fn decide(
             // data and others the old: the app must not run on that.
             return Ok(Plan::runs(0));
         }
-        if let Some(request) = old.filter(|request| !request.phase.is_final()) {
+        if let Some(unbegun) = old.filter(|request| !request.phase.is_final()) {
             let message = format!(
                 "withdrawn before it began (the {} annotation was removed): nothing was restored",
                 names::RESTORE_REQUESTED
             );
-            record.status.restore_request = Some(crate::record::request(
-                &request.token,
+            record.status.restore_request = Some(request(
+                &unbegun.token,
                 RequestPhase::Failed,
                 None,
                 &message,
