@@ -18,11 +18,15 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::OnceCell;
 
-use crate::kept::{AppOf, Cached, ClaimView, CronJobView, Kept, StatefulSetView, VolumeView};
+use crate::kept::{
+    AppOf, Cached, ClaimView, CronJobView, Kept, StatefulSetView, VolumeView, controller_uid,
+};
 use crate::watch;
+use hellostateful_api::names;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 type KeptOf<K> = <K as Cached>::Kept;
 
@@ -112,9 +116,15 @@ impl Cache {
             .copied()
     }
 
-    pub fn statefulset(&self, namespace: &str, name: &str) -> Option<Arc<Kept<StatefulSetView>>> {
-        self.statefulsets
-            .get(&ObjectRef::new(name).within(namespace))
+    /// The StatefulSet `name` in `namespace` if the object with uid `owner` controls it.
+    pub fn statefulset(
+        &self,
+        namespace: &str,
+        name: &str,
+        owner: &str,
+    ) -> Option<Arc<Kept<StatefulSetView>>> {
+        self.statefulset_named(namespace, name)
+            .filter(|sts| sts.is_controlled_by(owner))
     }
 
     pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
@@ -148,10 +158,33 @@ impl Cache {
         self.namespaces.get(&ObjectRef::new(name))?.uid()
     }
 
-    /// The mover Jobs of app `name` in `namespace` (on demand, initial and scheduled).
-    pub fn jobs(&self, namespace: &str, name: &str) -> Vec<Arc<Job>> {
-        self.jobs
-            .state_filter(|job| AppOf::is(&job.metadata, namespace, name))
+    /// The StatefulSet of app `name` in `namespace` as cached, whoever controls it: see
+    /// [`Kept::is_controlled_by`] before acting on it.
+    pub fn statefulset_named(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<Kept<StatefulSetView>>> {
+        self.statefulsets
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The mover Jobs of the app with uid `uid`, `name` in `namespace` (on demand, initial
+    /// and scheduled): only those it controls, or its own CronJob does. A look-alike
+    /// carrying its labels (a tenant's, or an earlier app's of the same name) is not one.
+    pub fn jobs(&self, namespace: &str, name: &str, uid: &str) -> Vec<Arc<Job>> {
+        let schedule = self.schedule_uid(namespace, name, uid);
+        self.jobs.state_filter(|job| {
+            AppOf::is(&job.metadata, namespace, name)
+                && is_apps_job(&job.metadata, uid, schedule.as_deref())
+        })
+    }
+
+    /// The uid of the app's backup CronJob, if the app controls it.
+    pub fn schedule_uid(&self, namespace: &str, name: &str, uid: &str) -> Option<String> {
+        self.cronjob(namespace, &names::cronjob(name))
+            .filter(|cronjob| cronjob.is_controlled_by(uid))
+            .and_then(|cronjob| cronjob.meta().uid.clone())
     }
 
     /// The names of the data claims of app `name` in `namespace`, of every ordinal that
@@ -170,6 +203,12 @@ impl Cache {
         self.volumes
             .state_filter(|volume| volume.is_of(namespace, name) && volume.view.storage)
     }
+}
+
+/// Whether a Job is the app's (uid `app`): controlled by the app, or by its CronJob (uid
+/// `schedule`, which the app controls).
+pub fn is_apps_job(job: &ObjectMeta, app: &str, schedule: Option<&str>) -> bool {
+    controller_uid(job).is_some_and(|owner| owner == app || Some(owner) == schedule)
 }
 
 impl Writers {
@@ -246,11 +285,60 @@ fn kept_event<K: Cached>(event: watcher::Event<K>) -> watcher::Event<K::Kept> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kept::Cached;
     use std::time::Duration;
 
     fn fill<K: kube::Resource<DynamicType = ()> + Clone>(writer: &mut Writer<K>) {
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    fn job(name: &str, owner: Option<(&str, &str)>) -> Job {
+        let mut job = serde_json::json!({"metadata": {"name": name, "namespace": "ns1",
+            "uid": format!("uid-{name}"),
+            "labels": names::labels("hello", names::Component::Backup)}});
+        if let Some((kind, uid)) = owner {
+            job["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "v1",
+                "kind": kind, "name": "x", "uid": uid, "controller": true}]);
+        }
+        serde_json::from_value(job).expect("a Job")
+    }
+
+    #[test]
+    fn only_jobs_the_app_or_its_own_schedule_controls_are_the_apps() {
+        let (cache, mut writers) = Cache::new();
+        let cronjob: PartialObjectMeta<CronJob> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "backup-hello", "namespace": "ns1", "uid": "uid-cron",
+                "labels": names::labels("hello", names::Component::Backup),
+                "ownerReferences": [{"apiVersion": "v1", "kind": "HelloStateful",
+                    "name": "hello", "uid": "uid-app", "controller": true}]}}))
+        .expect("a CronJob");
+        writers
+            .cronjobs
+            .apply_watcher_event(&watcher::Event::Apply(cronjob.keep()));
+        for job in [
+            job("mine", Some(("HelloStateful", "uid-app"))),
+            job("scheduled", Some(("CronJob", "uid-cron"))),
+            job("look-alike", None),
+            job("earlier-apps", Some(("HelloStateful", "uid-earlier"))),
+            job("other-cronjobs", Some(("CronJob", "uid-other-cron"))),
+        ] {
+            writers
+                .jobs
+                .apply_watcher_event(&watcher::Event::Apply(job));
+        }
+        let mut found: Vec<String> = cache
+            .jobs("ns1", "hello", "uid-app")
+            .iter()
+            .map(|job| job.name_any())
+            .collect();
+        found.sort();
+        assert_eq!(found, ["mine", "scheduled"]);
+        assert!(
+            cache.jobs("ns1", "hello", "uid-earlier").len() == 1,
+            "an earlier app of the name has only its own, and not the new one's schedule"
+        );
     }
 
     #[tokio::test]

@@ -4,16 +4,19 @@
 //! Every decision is derived from what is in the cluster (children, Jobs, pods, status), never
 //! from memory, so a reconciler restarted at any moment finishes what was started.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use hellostateful_api::names::{self, Component};
 use hellostateful_api::{HelloStateful, HelloStatefulStatus, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -29,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::backups;
-use crate::cache::{Cache, Writers};
+use crate::cache::{Cache, Writers, is_apps_job};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
@@ -68,14 +71,10 @@ const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 const LEADERSHIP_RECHECK: Duration = Duration::from_secs(2);
 /// Reconcile passes that run at once.
 const CONCURRENCY: u16 = 32;
-/// How long deletion waits for the app's pods before it tries again later.
-const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
 /// for it, a refused pod) before the Job is stopped and its request fails with the reason,
 /// unless the settings say otherwise (`with_start_patience`).
 pub const START_PATIENCE: Duration = Duration::from_secs(60);
-/// How long deletion waits for its wipe or purge Job in one pass before it tries again.
-const CLEANUP_JOB_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// What every reconcile pass shares.
 pub struct Context {
@@ -145,6 +144,22 @@ impl Context {
             Some(version) => versions.insert(uid, version),
             None => versions.remove(&uid),
         };
+    }
+
+    /// Forgets everything kept of a deleted app, so that the maps do not grow with churn.
+    fn forget(&self, app: &AppRef<'_>) {
+        self.remember_version(app.app, None);
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.remove(&format!("{}/{}", app.namespace, app.name));
+        }
+        if let Ok(mut in_line) = self.in_line.lock() {
+            for key in [
+                in_line_key::<StatefulSet>(&app.namespace, &names::statefulset(&app.name)),
+                in_line_key::<CronJob>(&app.namespace, &names::cronjob(&app.name)),
+            ] {
+                in_line.remove(&key);
+            }
+        }
     }
 
     /// Whether this replica may act: always without leader election.
@@ -260,7 +275,7 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
         .await
         .map_err(|error| Error::Finalizer(Box::new(error)))
     };
-    let result = match tokio::time::timeout(PASS_TIMEOUT, pass).await {
+    let result = match tokio::time::timeout(PASS_TIMEOUT, guarded(pass)).await {
         Ok(result) => result,
         Err(_) => Err(Error::Waiting(format!(
             "the reconcile pass took longer than {}s",
@@ -283,7 +298,42 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
             report_refusal(&app, &ctx, &error).await?;
             Ok(Action::await_change())
         }
+        Err(error @ Error::Panicked(_)) => {
+            let message = error.to_string();
+            warn!(app = %app.name_any(), namespace = %namespace, "{message}");
+            publish(
+                &ctx,
+                &app,
+                EventType::Warning,
+                "PassPanicked",
+                "Reconcile",
+                &message,
+            )
+            .await;
+            Err(error)
+        }
         Err(error) => Err(error),
+    }
+}
+
+/// Runs one pass. A panic in it (a bug that some input reached) fails this pass alone, as
+/// an error retried with backoff and reported on the app, instead of ending the process and
+/// with it every other app's reconciliation: the reconciler serves every tenant, and one
+/// tenant's objects must never stop the others'. (The release build unwinds for this.)
+async fn guarded<T>(pass: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    match AssertUnwindSafe(pass).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(Error::Panicked(panic_message(panic.as_ref()))),
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        (*message).to_string()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "no message".to_string()
     }
 }
 
@@ -315,7 +365,10 @@ pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -
         }
         Err(_) => 1,
     };
-    let delay = Duration::from_secs(2u64.saturating_pow(attempt.min(9)).min(300));
+    // A wait (deletion waiting for pods or its Jobs) is looked at again within half a
+    // minute: it ends by itself, and no pass sits waiting for it in place.
+    let longest = if error.is_waiting() { 30 } else { 300 };
+    let delay = Duration::from_secs(2u64.saturating_pow(attempt.min(9)).min(longest));
     warn!(app = %app.name_any(), %error, ?delay, "reconcile failed; retrying");
     Action::requeue(delay)
 }
@@ -346,13 +399,34 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
     Ok(())
 }
 
-/// Deletion: stop the app, wipe its live data (so that nothing of it survives for the next
-/// app of this name), delete its backups if asked, then release what owner references
-/// cannot: the cluster-scoped volumes. Backups stay unless the app carries the
-/// delete-backups annotation.
+/// Deletion: stop the app and everything that reads or writes its volumes, wipe its live
+/// data (so that nothing of it survives for the next app of this name), delete its backups
+/// if asked, then release what owner references cannot: the cluster-scoped volumes. Backups
+/// stay unless the app carries the delete-backups annotation. No pass waits in place: what
+/// deletion waits for is said in status and an event, and the app is looked at again soon.
 async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Error> {
     let app_ref = AppRef::new(&app)?;
-    stop_app(&ctx, &app_ref).await?;
+    match delete_app(&ctx, &app_ref).await {
+        Err(Error::Waiting(what)) => Err(deletion_waits(&ctx, &app, what).await),
+        Err(error) => Err(error),
+        Ok(note) => {
+            info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
+            publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
+            ctx.forget(&app_ref);
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// The steps of a deletion, each taken once what it depends on is done; returns what was
+/// done, or `Error::Waiting` with what it waits for.
+async fn delete_app(ctx: &Context, app_ref: &AppRef<'_>) -> Result<String, Error> {
+    let app = app_ref.app;
+    // Nothing may write the volumes while they are wiped, and no backup may read a volume
+    // being wiped: the wipe starts only once every writer and reader is gone.
+    if let Some(running) = stop_writers(ctx, app_ref).await? {
+        return Err(Error::Waiting(running));
+    }
     // A namespace being deleted accepts no new Job: the data then stays on the node, under
     // a directory named by this app's uid that no later app is given.
     let terminating = Api::<Namespace>::all(ctx.client.clone())
@@ -362,10 +436,10 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
             ns.metadata.deletion_timestamp.is_some()
                 || ns.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
         });
-    let volumes = app_volumes(&ctx, &app_ref).await?;
+    let volumes = app_volumes(ctx, app_ref).await?;
     let mut notes = Vec::new();
     if app.spec.storage_class().is_none() && !volumes.is_empty() {
-        notes.push(wipe_live_data(&ctx, &app_ref, terminating, &volumes).await?);
+        notes.push(wipe_live_data(ctx, app_ref, terminating, &volumes).await?);
     }
     let location = location::resolve(
         &app.spec,
@@ -378,11 +452,11 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
         .get(names::DELETE_BACKUPS)
         .is_some_and(|v| v == "true");
     notes.push(if delete_backups {
-        purge_backups(&ctx, &app_ref, terminating, &location).await?
+        purge_backups(ctx, app_ref, terminating, &location).await?
     } else {
         format!(
             "backups are kept in {}",
-            describe_location(&app_ref, &location)
+            describe_location(app_ref, &location)
         )
     });
     let volume_api = Api::<PersistentVolume>::all(ctx.client.clone());
@@ -393,11 +467,23 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
                 .await?;
         }
     }
-    let note = format!("volumes released; {}", notes.join("; "));
-    info!(app = %app_ref.name, namespace = %app_ref.namespace, "{note}");
-    publish(&ctx, &app, EventType::Normal, "Deleted", "Delete", &note).await;
-    ctx.remember_version(&app, None);
-    Ok(Action::await_change())
+    Ok(format!("volumes released; {}", notes.join("; ")))
+}
+
+/// Says in status (condition Ready, reason `Deleting`) and in an event what deletion waits
+/// for, when that changed; returns the error that has the app looked at again.
+async fn deletion_waits(ctx: &Context, app: &HelloStateful, what: String) -> Error {
+    let message = format!("deletion waits for {what}");
+    let old = app.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let mut conditions = Conditions::new(&mut status.conditions, app.metadata.generation);
+    if conditions.set(conditions::READY, false, "Deleting", &message) {
+        publish(ctx, app, EventType::Normal, "Deleting", "Delete", &message).await;
+        if let Err(error) = write_status(ctx, app, &old, status).await {
+            warn!(app = %app.name_any(), %error, "cannot say what deletion waits for in status");
+        }
+    }
+    Error::Waiting(message)
 }
 
 /// Where the app's backups live, in words.
@@ -521,7 +607,9 @@ async fn purge_backups(
     Ok(format!("backups in {place} deleted"))
 }
 
-/// Runs a wipe or purge Job of an app being deleted, and waits a while for its end.
+/// Runs a wipe or purge Job of an app being deleted: made if missing, and its state read
+/// once. A Job of that name that the app does not control (a tenant's look-alike, made to
+/// have its volumes released unwiped) is never taken for it.
 async fn run_cleanup_job(
     ctx: &Context,
     app: &AppRef<'_>,
@@ -530,63 +618,101 @@ async fn run_cleanup_job(
     location: &BackupLocation,
 ) -> Result<JobState, Error> {
     let jobs = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
-    if jobs.get_opt(job_name).await?.is_none() {
+    let Some(job) = jobs.get_opt(job_name).await? else {
         let job = children::mover_job(app, job_name, task, "deleted", location, &ctx.settings)?;
         match jobs.create(&PostParams::default(), &job).await {
-            Ok(_) => {}
+            Ok(_) => {
+                ctx.metrics.writes.inc();
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(error) => return Err(error.into()),
         }
+        return Err(Error::Waiting(format!("Job {job_name}, just made")));
+    };
+    if kept::controller_uid(&job.metadata) != Some(app.uid.as_str()) {
+        return Err(Error::Waiting(format!(
+            "Job {job_name}, which is not this app's: delete it, and this app's own is made"
+        )));
     }
-    let deadline = Instant::now() + CLEANUP_JOB_TIMEOUT;
-    loop {
-        if let Some(job) = jobs.get_opt(job_name).await? {
-            match jobs::state(&job) {
-                JobState::Running => {}
-                finished => return Ok(finished),
-            }
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Waiting(format!(
-                "Job {job_name} of the app's deletion is still running"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    match jobs::state(&job) {
+        JobState::Running => Err(Error::Waiting(format!(
+            "Job {job_name} to end (kubectl -n {} describe job {job_name})",
+            app.namespace
+        ))),
+        finished => Ok(finished),
     }
 }
 
-/// Deletes the StatefulSet and waits for its pods to be gone. The garbage collector
-/// deletes the claims once the app is gone; a StatefulSet still running would make them
-/// again, without an owner, and they would never go.
-async fn stop_app(ctx: &Context, app: &AppRef<'_>) -> Result<(), Error> {
+/// Stops the app's StatefulSet, its backup CronJob and every running mover Job of its own
+/// (a backup cut short leaves only its temporary directory, never a snapshot), each
+/// deleted in the foreground, so that it is gone only once its pods are. Returns what is
+/// still there, if anything. Only what the app controls is touched: look-alikes are not its.
+async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>, Error> {
+    let mut running = Vec::new();
+    let owned = |meta: &ObjectMeta| kept::controller_uid(meta) == Some(app.uid.as_str());
     let statefulsets = Api::<StatefulSet>::namespaced(ctx.client.clone(), &app.namespace);
-    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace);
     let name = names::statefulset(&app.name);
-    let deadline = Instant::now() + STOP_TIMEOUT;
-    loop {
-        let statefulset = statefulsets.get_opt(&name).await?;
-        if let Some(sts) = &statefulset
-            && sts.metadata.deletion_timestamp.is_none()
-        {
+    if let Some(sts) = statefulsets.get_opt(&name).await?
+        && owned(&sts.metadata)
+    {
+        if sts.metadata.deletion_timestamp.is_none() {
             statefulsets
                 .delete(&name, &DeleteParams::foreground())
                 .await?;
         }
-        let running = pods
-            .list(&ListParams::default().labels(&names::selector_string(&app.name)))
-            .await?
-            .items
-            .len();
-        if statefulset.is_none() && running == 0 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Waiting(format!(
-                "the app's StatefulSet {name} or its {running} pod(s) are still there"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        running.push(format!("StatefulSet {name} and its pods"));
     }
+    let cronjobs = Api::<CronJob>::namespaced(ctx.client.clone(), &app.namespace);
+    let cronjob_name = names::cronjob(&app.name);
+    let schedule = cronjobs
+        .get_opt(&cronjob_name)
+        .await?
+        .filter(|cronjob| owned(&cronjob.metadata));
+    if let Some(cronjob) = &schedule {
+        if cronjob.metadata.deletion_timestamp.is_none() {
+            cronjobs
+                .delete(&cronjob_name, &DeleteParams::foreground())
+                .await?;
+        }
+        running.push(format!("CronJob {cronjob_name} and its Jobs"));
+    }
+    let schedule_uid = schedule.and_then(|cronjob| cronjob.metadata.uid);
+    let cleanup_jobs = [
+        names::wipe_job(&app.name, &app.uid),
+        names::purge_job(&app.name, &app.uid),
+    ];
+    let job_api = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
+    let selector = format!(
+        "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
+        app.name,
+        names::FIELD_MANAGER
+    );
+    for job in job_api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let job_name = job.name_any();
+        if !is_apps_job(&job.metadata, &app.uid, schedule_uid.as_deref())
+            || cleanup_jobs.contains(&job_name)
+            || jobs::state(&job) != JobState::Running
+        {
+            continue;
+        }
+        if job.metadata.deletion_timestamp.is_none() {
+            job_api
+                .delete(&job_name, &DeleteParams::foreground())
+                .await?;
+        }
+        running.push(format!("Job {job_name} and its pods"));
+    }
+    if running.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{} to be gone (a pod on a node that is gone for good stays until it is deleted with --force)",
+        running.join(", ")
+    )))
 }
 
 async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVolume>, Error> {
@@ -614,6 +740,8 @@ struct Pass<'a> {
     record: Record,
     /// Where backups go, once the spec's choice has been checked against the settings.
     location: Option<BackupLocation>,
+    /// The uids of the app's mover Jobs, by name, once read.
+    job_uids: HashMap<String, String>,
 }
 
 impl Pass<'_> {
@@ -664,7 +792,7 @@ impl Pass<'_> {
             + std::fmt::Debug,
     {
         let name = desired.meta().name.clone().unwrap_or_default();
-        let key = format!("{}/{}/{name}", K::kind(&()), self.app.namespace);
+        let key = in_line_key::<K>(&self.app.namespace, &name);
         let wanted = kept::applied_print(desired);
         let remember = |object: &K| {
             if let Ok(mut in_line) = self.ctx.in_line.lock() {
@@ -720,15 +848,29 @@ impl Pass<'_> {
         }
     }
 
-    /// The pods of mover Job `job`.
+    /// The pods of the app's mover Job `job`: only those the Job controls. Anyone may label
+    /// a pod with a Job's name and have it end with any message; a mover's message decides
+    /// what status says.
     async fn job_pods(&self, job: &str) -> Result<Vec<Pod>, Error> {
+        let Some(uid) = self.job_uids.get(job) else {
+            return Ok(Vec::new());
+        };
         let selector = format!("batch.kubernetes.io/job-name={job}");
         let pods = self
             .api::<Pod>()
             .list(&ListParams::default().labels(&selector))
             .await?;
-        Ok(pods.items)
+        Ok(pods
+            .items
+            .into_iter()
+            .filter(|pod| kept::controller_uid(&pod.metadata) == Some(uid.as_str()))
+            .collect())
     }
+}
+
+/// The key of a StatefulSet or CronJob in `Context::in_line`.
+fn in_line_key<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", K::kind(&()))
 }
 
 /// Applies `desired` by server-side apply unless `observed` already has every field of it;
@@ -776,6 +918,7 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         app: &app_ref,
         record: Record::new(old.clone(), app.metadata.generation),
         location: None,
+        job_uids: HashMap::new(),
     };
     pass.record.status.observed_generation = app.metadata.generation;
     let action = converge(&mut pass).await;
@@ -871,6 +1014,25 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     };
     pass.location = Some(location.clone());
 
+    // A StatefulSet of this name that another object controls: an earlier app of this name
+    // still being deleted (its pods may still write its volumes), or someone else's. Its
+    // initial-restore record and its pods are not this app's, so nothing starts until it
+    // is gone.
+    let name = names::statefulset(&app.name);
+    if let Some(other) = pass.ctx.cache.statefulset_named(&app.namespace, &name)
+        && !other.is_controlled_by(&app.uid)
+    {
+        let message = format!(
+            "StatefulSet {name} is not this app's ({}): the app starts once it is gone",
+            if other.deleting {
+                "an earlier app's, being deleted"
+            } else {
+                "delete it if nothing needs it"
+            }
+        );
+        return waiting(pass, "StatefulSetTaken", message);
+    }
+
     // Storage: static volumes pinned to the node that holds the data, then the claims.
     let namespace_uid = match &location {
         BackupLocation::NodeRoot(_) => Some(namespace_uid(pass).await?),
@@ -891,8 +1053,12 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let cache = &pass.ctx.cache;
     let name = names::statefulset(&app.name);
     let service = cache.service(&app.namespace, &name);
-    let statefulset = cache.statefulset(&app.namespace, &name);
+    let statefulset = cache.statefulset(&app.namespace, &name, &app.uid);
     let jobs = mover_jobs(pass, statefulset.is_some()).await?;
+    pass.job_uids = jobs
+        .iter()
+        .filter_map(|job| Some((job.name_any(), job.uid()?)))
+        .collect();
     pass.apply(&children::service(app)?, service.as_deref())
         .await?;
     stop_stuck_jobs(pass, &jobs).await?;
@@ -1004,8 +1170,9 @@ async fn mover_jobs(pass: &mut Pass<'_>, has_statefulset: bool) -> Result<Vec<Ar
         || new_request
         || restore_requested
         || pass.conditions().is_true(conditions::RESTORING);
+    let cache = &pass.ctx.cache;
     if !may_restore {
-        return Ok(pass.ctx.cache.jobs(&app.namespace, &app.name));
+        return Ok(cache.jobs(&app.namespace, &app.name, &app.uid));
     }
     let selector = format!(
         "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
@@ -1016,7 +1183,13 @@ async fn mover_jobs(pass: &mut Pass<'_>, has_statefulset: bool) -> Result<Vec<Ar
         .api::<Job>()
         .list(&ListParams::default().labels(&selector))
         .await?;
-    Ok(jobs.items.into_iter().map(Arc::new).collect())
+    let schedule = cache.schedule_uid(&app.namespace, &app.name, &app.uid);
+    Ok(jobs
+        .items
+        .into_iter()
+        .filter(|job| is_apps_job(&job.metadata, &app.uid, schedule.as_deref()))
+        .map(Arc::new)
+        .collect())
 }
 
 fn no_node(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
@@ -1291,7 +1464,17 @@ async fn decide<P>(
                     .api::<Pod>()
                     .list(&ListParams::default().labels(&selector))
                     .await?;
-                reads.add_app_pods(pods.items.len());
+                // Fresh: a mover that writes the volumes starts only once the StatefulSet,
+                // as the API server holds it, makes no pod either.
+                let statefulset = pass
+                    .api::<StatefulSet>()
+                    .get_opt(&names::statefulset(&pass.app.name))
+                    .await?;
+                let asked = statefulset
+                    .filter(|sts| kept::controller_uid(&sts.metadata) == Some(&pass.app.uid))
+                    .and_then(|sts| sts.spec?.replicas)
+                    .unwrap_or(0);
+                reads.add_app_pods(pods.items.len(), asked);
             }
         }
     }

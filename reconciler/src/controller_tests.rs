@@ -295,6 +295,9 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     let mut sts =
         value(&children::statefulset(&app_ref, replicas_in_sts, None, None, None).expect("sts"));
     sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts});
+    let mut cronjob =
+        value(&children::cronjob(&app_ref, "*/5 * * * *", &location, &settings).expect("cron"));
+    cronjob["metadata"]["uid"] = json!(CRONJOB_UID);
     Api::new()
         .on(
             "GET",
@@ -314,11 +317,7 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
             value(&children::service(&app_ref).expect("svc")),
         )
         .on("GET", STS, sts)
-        .on(
-            "GET",
-            CRONJOB,
-            value(&children::cronjob(&app_ref, "*/5 * * * *", &location, &settings).expect("cron")),
-        )
+        .on("GET", CRONJOB, cronjob)
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on(
             "GET",
@@ -335,6 +334,34 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         )
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
+}
+
+/// The uid of the app's CronJob in `running`.
+const CRONJOB_UID: &str = "uid-cronjob";
+
+/// `object` as the reconciler makes it: with a uid (`uid-<name>`), controlled by app uid-1.
+fn of_app(object: Value) -> Value {
+    controlled_by(object, "HelloStateful", "hello", "uid-1")
+}
+
+/// A scheduled backup Job, as the CronJob controller makes it: controlled by the CronJob.
+fn of_schedule(job: Value) -> Value {
+    controlled_by(job, "CronJob", "backup-hello", CRONJOB_UID)
+}
+
+/// `pod` as the Job controller makes it for `job`.
+fn pod_of(job: &Value, pod: Value) -> Value {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let uid = job["metadata"]["uid"].as_str().unwrap_or_default();
+    controlled_by(pod, "Job", name, uid)
+}
+
+fn controlled_by(mut object: Value, kind: &str, name: &str, uid: &str) -> Value {
+    let own = object["metadata"]["name"].as_str().unwrap_or_default();
+    object["metadata"]["uid"] = json!(format!("uid-{own}"));
+    object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": kind,
+        "name": name, "uid": uid, "controller": true}]);
+    object
 }
 
 /// The event the pass published with `reason`.
@@ -693,23 +720,31 @@ async fn a_restore_runs_once_the_pods_are_gone() {
 
 /// A backup Job that completed and its pod, whose termination message is `summary`.
 fn finished_backup(job_name: &str, summary: &str) -> (Value, Value) {
-    let job = json!({"metadata": {"name": job_name, "labels": names::labels("hello", names::Component::Backup)},
+    let job = of_app(
+        json!({"metadata": {"name": job_name, "labels": names::labels("hello", names::Component::Backup)},
         "status": {"completionTime": "2026-11-29T15:00:05Z",
-                   "conditions": [{"type": "Complete", "status": "True"}]}});
-    let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+                   "conditions": [{"type": "Complete", "status": "True"}]}}),
+    );
+    let pod = pod_of(
+        &job,
+        json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
         "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-        "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T15:00:05Z", "message": summary}}}]}});
+        "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-11-29T15:00:05Z", "message": summary}}}]}}),
+    );
     (job, pod)
 }
 
 #[tokio::test]
 async fn a_failed_scheduled_backup_is_reported_from_its_pod_once_then_left_alone() {
-    let job = json!({"metadata": {"name": "backup-hello-29000000",
+    let job = of_schedule(json!({"metadata": {"name": "backup-hello-29000000",
             "labels": names::labels("hello", names::Component::Backup)},
-        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}});
-    let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}}));
+    let pod = pod_of(
+        &job,
+        json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
         "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-        "state": {"terminated": {"exitCode": 1, "message": "error: no space left on device"}}}]}});
+        "state": {"terminated": {"exitCode": 1, "message": "error: no space left on device"}}}]}}),
+    );
     let app = app(seed(), json!({}), json!({}));
     let (result, seen) = running(&app, 1)
         .on("GET", JOBS, list(vec![job.clone()]))
@@ -816,8 +851,8 @@ async fn an_invalid_schedule_is_reported_not_retried() {
 async fn a_restore_waits_for_a_running_backup() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1"});
     let app = app(seed(), annotations, json!({}));
-    let backup = json!({"metadata": {"name": "backup-hello-29400000",
-        "labels": names::labels("hello", names::Component::Backup)}, "status": {"active": 1}});
+    let backup = of_schedule(json!({"metadata": {"name": "backup-hello-29400000",
+        "labels": names::labels("hello", names::Component::Backup)}, "status": {"active": 1}}));
     let (result, seen) = running(&app, 0)
         .on("GET", JOBS, list(vec![backup]))
         .reconcile(app)
@@ -841,8 +876,10 @@ async fn a_restore_waits_for_a_running_backup() {
 async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1", names::BACKUP_REQUESTED: "b1"});
     let app = app(seed(), annotations, json!({}));
-    let restore = json!({"metadata": {"name": names::restore_job("hello", "uid-1", "t1"),
-        "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}});
+    let restore = of_app(
+        json!({"metadata": {"name": names::restore_job("hello", "uid-1", "t1"),
+        "labels": names::labels("hello", names::Component::Restore)}, "status": {"active": 1}}),
+    );
     let (result, seen) = running(&app, 0)
         .on("GET", JOBS, list(vec![restore]))
         .reconcile(app)
@@ -932,11 +969,13 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
     ));
     let app_ref = AppRef::new(&app).expect("app");
     let wipe = names::wipe_job("hello", "uid-1");
-    let finished = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": wipe},
-        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let finished = of_app(
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": wipe},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
+    );
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", PODS, list(vec![]))
+        .on("GET", JOBS, list(vec![]))
         .on(
             "GET",
             PVS,
@@ -1011,11 +1050,13 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
     ));
     let app_ref = AppRef::new(&app).expect("app");
     let purge = names::purge_job("hello", "uid-1");
-    let finished = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": purge},
-        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let finished = of_app(
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": purge},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
+    );
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", PODS, list(vec![]))
+        .on("GET", JOBS, list(vec![]))
         .on("GET", PVS, list(vec![]))
         .on(
             "GET",
@@ -1045,10 +1086,7 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
 fn restore_job_with(name: &str, action: &str, status: Value) -> Value {
     let mut labels = value(&names::labels("hello", names::Component::Restore));
     labels[names::ACTION_LABEL] = json!(action);
-    json!({"metadata": {"name": name, "labels": labels,
-        "ownerReferences": [{"apiVersion": "hello-stateful.example.com/v1alpha1",
-            "kind": "HelloStateful", "name": "hello", "uid": "uid-1"}]},
-        "status": status})
+    of_app(json!({"metadata": {"name": name, "labels": labels}, "status": status}))
 }
 
 fn active_restore_job(name: &str) -> Value {
@@ -1121,9 +1159,12 @@ async fn a_restore_that_failed_mid_swap_keeps_the_app_stopped_and_says_how_to_fi
             "requested",
             json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
         );
-        let pod = json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+        let pod = pod_of(
+            &failed,
+            json!({"metadata": {"name": "p"}, "status": {"containerStatuses": [{
             "name": "mover", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 1, "finishedAt": "2026-11-29T15:00:05Z", "message": termination}}}]}});
+            "state": {"terminated": {"exitCode": 1, "finishedAt": "2026-11-29T15:00:05Z", "message": termination}}}]}}),
+        );
         let (result, seen) = running(&first, 0)
             .on("GET", JOBS, list(vec![failed]))
             .on("GET", PODS, list(vec![pod]))
@@ -1557,16 +1598,16 @@ async fn the_outcome_of_a_restore_from_another_app_is_recorded_and_reported() {
     let app = app(spec, json!({}), running_status);
     let first = names::initial_restore_job("hello", "uid-1", None);
     let succeeded = json!({"conditions": [{"type": "Complete", "status": "True"}]});
-    let pod = json!({"metadata": {"name": "p1"}, "status": {"containerStatuses": [{
+    let job = restore_job_with(&first, "created", succeeded);
+    let pod = pod_of(
+        &job,
+        json!({"metadata": {"name": "p1"}, "status": {"containerStatuses": [{
         "name": "mover", "state": {"terminated": {"exitCode": 0,
-        "message": "{\"restored\":true,\"id\":\"20261129T150102Z\",\"bytes\":1,\"files\":1,\"durationMs\":5}"}}}]}});
+        "message": "{\"restored\":true,\"id\":\"20261129T150102Z\",\"bytes\":1,\"files\":1,\"durationMs\":5}"}}}]}}),
+    );
     let (result, seen) = running(&app, 1)
         .without("GET", STS)
-        .on(
-            "GET",
-            JOBS,
-            list(vec![restore_job_with(&first, "created", succeeded)]),
-        )
+        .on("GET", JOBS, list(vec![job]))
         .on("GET", PODS, list(vec![pod]))
         .reconcile(app)
         .await;
@@ -1675,4 +1716,138 @@ async fn a_reported_failed_restore_from_another_app_releases_its_backup_claim() 
         writes(&seen)
     );
     assert_eq!(statefulset_replicas(&seen), None, "and the app still waits");
+}
+
+fn being_deleted(mut app: HelloStateful) -> HelloStateful {
+    app.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    app
+}
+
+#[tokio::test]
+async fn deleting_an_app_stops_its_schedule_and_a_running_backup_before_its_data_is_wiped() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let backup = of_schedule(json!({"metadata": {"name": "backup-hello-29400000",
+        "labels": names::labels("hello", names::Component::Backup)}, "status": {"active": 1}}));
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![backup]))
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits");
+    assert!(error.contains("backup-hello-29400000"), "{error}");
+    let writes = writes(&seen);
+    for stopped in [STS, CRONJOB, &format!("{JOBS}/backup-hello-29400000")] {
+        assert!(writes.contains(&format!("DELETE {stopped}")), "{writes:?}");
+    }
+    assert!(
+        !writes
+            .iter()
+            .any(|w| w == &format!("POST {JOBS}") || w.contains(PVS)),
+        "no wipe and no release while a backup may still read the volumes: {writes:?}"
+    );
+    let status = status_written(&seen);
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "Deleting");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("backup-hello-29400000")),
+        "{ready}"
+    );
+    event(&seen, "Deleting");
+}
+
+#[tokio::test]
+async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let app_ref = AppRef::new(&app).expect("app");
+    let wipe = names::wipe_job("hello", "uid-1");
+    // A tenant's Job of the predictable name, "succeeded", to have the volumes released
+    // unwiped.
+    let forged = json!({"metadata": {"name": wipe,
+            "labels": names::labels("hello", names::Component::Storage)},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", JOBS, list(vec![]))
+        .on(
+            "GET",
+            PVS,
+            list(vec![value(
+                &children::volume(&app_ref, 0, "node-a").expect("pv"),
+            )]),
+        )
+        .on("GET", &format!("{JOBS}/{wipe}"), forged)
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits");
+    assert!(error.contains("not this app's"), "{error}");
+    assert!(
+        !writes(&seen).iter().any(|w| w.contains(PVS)),
+        "the volume is not released: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_app_waits_for_the_statefulset_of_an_earlier_app_of_its_name() {
+    let earlier = app(seed(), json!({}), json!({}));
+    let mut new = app(seed(), json!({}), json!({}));
+    new.metadata.uid = Some("uid-2".into());
+    let earlier_ref = AppRef::new(&earlier).expect("app");
+    let recorded = children::statefulset(
+        &earlier_ref,
+        1,
+        None,
+        Some("restored 20261129T150102Z"),
+        None,
+    )
+    .expect("sts");
+    let (result, seen) = running(&earlier, 1)
+        .on("GET", STS, value(&recorded))
+        .reconcile(new)
+        .await;
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
+    assert_eq!(
+        writes(&seen),
+        [format!("PATCH {STATUS}")],
+        "nothing of the earlier app is adopted or written over"
+    );
+    let status = status_written(&seen);
+    assert_eq!(condition(&status, "Ready")["reason"], "StatefulSetTaken");
+    assert_ne!(
+        status["isRestored"], true,
+        "the earlier app's restore record is not taken for this app's"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_that_only_carries_a_jobs_name_is_not_read_for_its_outcome() {
+    let annotations = json!({names::BACKUP_REQUESTED: "2026-11-29T15:00:00Z"});
+    let app = app(seed(), annotations, json!({}));
+    let job_name = names::backup_job("hello", "uid-1", "2026-11-29T15:00:00Z");
+    let forged_summary = r#"{"id":"20991231T000000Z","time":"2026-11-29T15:00:04Z","bytes":1,"files":1,"newBytes":1,"linkedFiles":0,"durationMs":9,"ordinals":[0],"pruned":[]}"#;
+    let (job, mut pod) = finished_backup(&job_name, forged_summary);
+    pod["metadata"]["ownerReferences"] = json!([]);
+    let (_, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![job]))
+        .on("GET", PODS, list(vec![pod]))
+        .reconcile(app)
+        .await;
+    let status = status_written(&seen);
+    assert_ne!(status["backupRequest"]["backupId"], "20991231T000000Z");
+    assert_ne!(status["lastBackup"]["id"], "20991231T000000Z");
+}
+
+#[tokio::test]
+async fn a_panic_in_one_pass_is_an_error_of_that_pass_alone() {
+    let empty: Vec<u8> = Vec::new();
+    let index = empty.len() + 3;
+    let result = super::guarded(async move { Ok(empty[index]) }).await;
+    assert!(
+        matches!(&result, Err(crate::Error::Panicked(m)) if m.contains("index out of bounds")),
+        "{result:?}"
+    );
+    let next = super::guarded(async { Ok::<_, crate::Error>(7) }).await;
+    assert!(matches!(next, Ok(7)), "the next pass runs as ever");
 }

@@ -15,6 +15,9 @@ pub enum Error {
     Waiting(String),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// A bug reached by this app's pass: caught, so that it stops this app alone.
+    #[error("the reconcile pass panicked (a bug; please report it): {0}")]
+    Panicked(String),
 }
 
 impl Error {
@@ -27,6 +30,7 @@ impl Error {
             Error::MissingField(_) => "missing_field".to_string(),
             Error::Waiting(_) => "waiting".to_string(),
             Error::Finalizer(_) => "finalizer".to_string(),
+            Error::Panicked(_) => "panicked".to_string(),
         }
     }
 
@@ -40,6 +44,19 @@ impl Error {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// A wait for something outside the pass (pods stopping, a Job running), not a failure.
+    pub fn is_waiting(&self) -> bool {
+        match self {
+            Error::Waiting(_) => true,
+            Error::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(error)
+                | kube::runtime::finalizer::Error::CleanupFailed(error) => error.is_waiting(),
+                _ => false,
+            },
+            _ => false,
         }
     }
 

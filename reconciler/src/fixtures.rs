@@ -64,9 +64,10 @@ pub fn job(
     };
     Arc::new(
         serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": all, "ownerReferences": [{
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": all,
+                "ownerReferences": [{
                 "apiVersion": "hello-stateful.example.com/v1alpha1", "kind": "HelloStateful",
-                "name": "hello", "uid": "uid-1"}]},
+                "name": "hello", "uid": "uid-1", "controller": true}]},
             "status": status,
         }))
         .expect("a Job"),

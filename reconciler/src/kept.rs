@@ -91,14 +91,17 @@ pub trait View: Clone + Debug + DeserializeOwned + Send + Sync + 'static {
     fn of(object: &Self::Of) -> Self;
 }
 
-/// A child as the cache keeps it: its name and namespace (the store's key), the app it
+/// A child as the cache keeps it: its name, namespace (the store's key) and uid, the app it
 /// belongs to, whether it is being deleted, and `view`, what passes read of its kind.
 /// (Deserialize only because `Controller::watches_stream` asks it of what it maps.)
 #[derive(Clone, Debug, Deserialize)]
 pub struct Kept<V> {
     metadata: ObjectMeta,
-    /// From the child's labels.
+    /// From the child's labels: which app's events it wakes. Labels can be forged; whose it
+    /// is, is `controller`.
     pub app: Option<AppOf>,
+    /// The uid of its controller owner, if it has one.
+    pub controller: Option<String>,
     pub deleting: bool,
     pub view: V,
 }
@@ -146,6 +149,23 @@ impl<V: View> Kept<V> {
             .as_ref()
             .is_some_and(|app| app.namespace == namespace && app.name == name)
     }
+
+    /// Whether its controller is the object with uid `owner`.
+    pub fn is_controlled_by(&self, owner: &str) -> bool {
+        self.controller.as_deref() == Some(owner)
+    }
+}
+
+/// The uid of `meta`'s controller owner: the one object that may act on it. Anyone who can
+/// create an object can give it any labels, but not an owner it cannot name by uid (and an
+/// app's uid is new with every app, so an earlier app's children are never taken for a new
+/// one's of the same name).
+pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.uid.as_str())
 }
 
 impl<V: View> Resource for Kept<V> {
@@ -183,9 +203,11 @@ fn kept<V: View>(object: &V::Of) -> Kept<V> {
         metadata: ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
             ..Default::default()
         },
         app: AppOf::of(meta),
+        controller: controller_uid(meta).map(str::to_string),
         deleting: meta.deletion_timestamp.is_some(),
         view: V::of(object),
     }

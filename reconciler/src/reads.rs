@@ -21,7 +21,8 @@ pub enum Read {
     JobPods(String),
     /// The message of the Job controller's newest FailedCreate event for this Job.
     Refusal(String),
-    /// How many pods of the app exist (running or not).
+    /// How many pods of the app exist (running or not), and how many replicas its
+    /// StatefulSet asks for, as the API server holds it now.
     AppPods,
     /// The phase of this claim of the app's namespace, if it exists.
     ClaimPhase(String),
@@ -44,7 +45,7 @@ pub struct Reads {
     messages: HashMap<String, Option<String>>,
     job_pods: HashMap<String, Vec<Pod>>,
     refusals: HashMap<String, Option<String>>,
-    app_pods: Option<usize>,
+    app_pods: Option<(usize, i32)>,
     claim_phases: HashMap<String, Option<String>>,
 }
 
@@ -79,7 +80,8 @@ impl Reads {
             .ok_or_else(|| Unread(Read::Refusal(job.to_string())))
     }
 
-    pub fn app_pods(&self) -> Result<usize, Unread> {
+    /// How many pods of the app exist, and how many replicas its StatefulSet asks for.
+    pub fn app_pods(&self) -> Result<(usize, i32), Unread> {
         self.app_pods.ok_or(Unread(Read::AppPods))
     }
 
@@ -103,8 +105,8 @@ impl Reads {
         self.refusals.insert(job, refusal);
     }
 
-    pub fn add_app_pods(&mut self, count: usize) {
-        self.app_pods = Some(count);
+    pub fn add_app_pods(&mut self, count: usize, replicas_asked: i32) {
+        self.app_pods = Some((count, replicas_asked));
     }
 
     pub fn add_claim_phase(&mut self, name: String, phase: Option<String>) {

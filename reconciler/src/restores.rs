@@ -296,7 +296,9 @@ fn decide(
                 )
             } else {
                 match reads.app_pods()? {
-                    0 => {
+                    // Stopped, as observed: no pod, and a StatefulSet that makes none. A
+                    // StatefulSet still asking for replicas could start one beside the mover.
+                    (0, 0) => {
                         // Its Job ran once already (status says so) and is gone: its TTL
                         // removed it before its outcome could be recorded (the reconciler
                         // was down that long). The app has stayed stopped; restoring the same
@@ -319,7 +321,13 @@ fn decide(
                         start = Some((job_name.clone(), task));
                         (RequestPhase::Running, running_message)
                     }
-                    pods => (
+                    (0, asked) => (
+                        RequestPhase::Pending,
+                        format!(
+                            "stopping the app: waiting for its StatefulSet to ask for 0 replicas (it asks for {asked})"
+                        ),
+                    ),
+                    (pods, _) => (
                         RequestPhase::Pending,
                         format!("stopping the app: waiting for {pods} pod(s) to exit"),
                     ),
@@ -390,7 +398,7 @@ mod tests {
 
     fn pods(count: usize) -> Reads {
         let mut reads = Reads::default();
-        reads.add_app_pods(count);
+        reads.add_app_pods(count, 0);
         reads
     }
 
@@ -447,6 +455,21 @@ mod tests {
                 .message
                 .as_deref()
                 .is_some_and(|m| m.contains("2 pod(s)"))
+        );
+
+        // No pod left, but the StatefulSet still asks for one: it could start it beside the
+        // mover, so the Job waits until the StatefulSet asks for none.
+        let mut between = Reads::default();
+        between.add_app_pods(0, 2);
+        let (decision, record) = run(&app, &[], &between, Default::default());
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.start), (0, None));
+        let request = record.status.restore_request.expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Pending);
+        assert!(
+            request
+                .message
+                .is_some_and(|m| m.contains("ask for 0 replicas (it asks for 2)"))
         );
 
         let (decision, record) = run(&app, &[], &pods(0), Default::default());
