@@ -325,6 +325,69 @@ test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups() {
   has_backup "$ns" app
 }
 
+# look_alike_job NAME APP: a suspended Job that carries the reconciler's labels for app APP,
+# as the set Job of a backup in one part.
+look_alike_job() {
+  cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  labels:
+    app.kubernetes.io/name: hellostateful
+    app.kubernetes.io/managed-by: hellostateful-reconciler
+    app.kubernetes.io/instance: $2
+    app.kubernetes.io/component: backup
+    hello-stateful.example.com/parts: "1"
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox:1.36, command: ["true"]}]
+YAML
+}
+
+# reconciler_restarts: the restarts of every reconciler container, added up.
+reconciler_restarts() {
+  kubectl -n "$RECONCILER_NS" get pods -o jsonpath='{range .items[*]}{.status.containerStatuses[*].restartCount}{"\n"}{end}' |
+    awk '{ for (i = 1; i <= NF; i++) sum += $i } END { print sum + 0 }'
+}
+
+test_a_tenant_cannot_forge_the_reconcilers_label() {
+  local ns kubeconfig
+  tenant forger; ns=$TNS; kubeconfig=$TKC
+  expect_fail "is the hellostateful reconciler's" as "$kubeconfig" create -f - <<<"$(look_alike_job forged x)"
+  # Without the label, the same Job is the tenant's own business.
+  look_alike_job plain x | sed '/managed-by/d' | as "$kubeconfig" create --dry-run=server -f - >/dev/null
+  # Nor can a tenant give the label to an object of its own afterwards.
+  as "$kubeconfig" create service clusterip plain --tcp=80 >/dev/null
+  expect_fail "is the hellostateful reconciler's" \
+    as "$kubeconfig" label service plain app.kubernetes.io/managed-by=hellostateful-reconciler
+}
+
+# The Job that crashed every reconciler pass (a tenant's, in a cluster without the label
+# policy: an admin writes it here), beside an app of the name its labels give: the
+# reconciler keeps running, and that app and another tenant's are served.
+test_a_look_alike_job_stops_no_ones_reconciliation() {
+  local ns other before
+  tenant crasher; ns=$TNS
+  kubectl -n "$ns" apply -f - >/dev/null <<<"$(app_yaml x '{"replicas": 1}')"
+  wait_for "app x ready" 120 app_ready "$ns" x || { on_fail "$ns"; return 1; }
+  before=$(reconciler_restarts)
+  kubectl -n "$ns" create -f - >/dev/null <<<"$(look_alike_job "x-$(printf 'a%.0s' {1..61})" x)"
+  tenant bystander; other=$TNS
+  kubectl -n "$other" apply -f - >/dev/null <<<"$(app_yaml y '{"replicas": 1}')"
+  wait_for "another tenant's app ready" 120 app_ready "$other" y || { on_fail "$other"; return 1; }
+  [[ $(request "$other" y backup) == Succeeded ]] || { on_fail "$other"; return 1; }
+  [[ $(request "$ns" x backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  [[ $(reconciler_restarts) == "$before" ]] ||
+    { echo "the reconciler restarted: $before -> $(reconciler_restarts)"; on_fail "$ns"; return 1; }
+  # The look-alike was never taken for a part of the app's: still suspended, nothing made for it.
+  [[ $(kubectl -n "$ns" get jobs -o name | grep -c "x-aaaa") == 1 ]] || { kubectl -n "$ns" get jobs; return 1; }
+  [[ $(kubectl -n "$ns" get job "x-$(printf 'a%.0s' {1..61})" -o jsonpath='{.spec.suspend}') == true ]]
+}
+
 test_even_the_reconciler_cannot_write_outside_the_roots() {
   local pv job
   pv='apiVersion: v1
@@ -357,4 +420,6 @@ run_test look_alike_namespace_and_name_pairs_never_collide test_look_alike_names
 run_test delete_and_recreate_without_restore_starts_empty test_delete_and_recreate_without_restore_starts_empty
 run_test a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups
 run_test even_the_reconciler_cannot_write_outside_the_roots test_even_the_reconciler_cannot_write_outside_the_roots
+run_test a_tenant_cannot_forge_the_reconcilers_label test_a_tenant_cannot_forge_the_reconcilers_label
+run_test a_look_alike_job_stops_no_ones_reconciliation test_a_look_alike_job_stops_no_ones_reconciliation
 summary

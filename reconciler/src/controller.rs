@@ -643,24 +643,28 @@ async fn run_cleanup_job(
     }
 }
 
-/// Stops the app's StatefulSet, its backup CronJob and every running mover Job of its own
-/// (a backup cut short leaves only its temporary directory, never a snapshot), each
-/// deleted in the foreground, so that it is gone only once its pods are. Returns what is
-/// still there, if anything. Only what the app controls is touched: look-alikes are not its.
+/// Stops the app's StatefulSet and its backup CronJob (deleted in the foreground, so that
+/// each is gone only once its pods and Jobs are) and every running mover Job of its own (its
+/// deadline set to now: a backup cut short leaves only its temporary directory, never a
+/// snapshot). Returns what still runs, if anything. Only what the app controls is touched:
+/// look-alikes are not its.
 async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>, Error> {
     let mut running = Vec::new();
     let owned = |meta: &ObjectMeta| kept::controller_uid(meta) == Some(app.uid.as_str());
     let statefulsets = Api::<StatefulSet>::namespaced(ctx.client.clone(), &app.namespace);
     let name = names::statefulset(&app.name);
-    if let Some(sts) = statefulsets.get_opt(&name).await?
-        && owned(&sts.metadata)
-    {
+    let statefulset = statefulsets
+        .get_opt(&name)
+        .await?
+        .filter(|sts| owned(&sts.metadata));
+    if let Some(sts) = &statefulset {
         if sts.metadata.deletion_timestamp.is_none() {
             statefulsets
                 .delete(&name, &DeleteParams::foreground())
                 .await?;
+            ctx.metrics.writes.inc();
         }
-        running.push(format!("StatefulSet {name} and its pods"));
+        running.push(format!("StatefulSet {name}"));
     }
     let cronjobs = Api::<CronJob>::namespaced(ctx.client.clone(), &app.namespace);
     let cronjob_name = names::cronjob(&app.name);
@@ -673,44 +677,81 @@ async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>,
             cronjobs
                 .delete(&cronjob_name, &DeleteParams::foreground())
                 .await?;
+            ctx.metrics.writes.inc();
         }
-        running.push(format!("CronJob {cronjob_name} and its Jobs"));
+        running.push(format!("CronJob {cronjob_name}"));
     }
     let schedule_uid = schedule.and_then(|cronjob| cronjob.metadata.uid);
     let cleanup_jobs = [
         names::wipe_job(&app.name, &app.uid),
         names::purge_job(&app.name, &app.uid),
     ];
-    let job_api = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
     let selector = format!(
         "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
         app.name,
         names::FIELD_MANAGER
     );
-    for job in job_api
+    let job_api = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
+    let app_jobs: Vec<Job> = job_api
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
+        .into_iter()
+        .filter(|job| {
+            is_apps_job(&job.metadata, &app.uid, schedule_uid.as_deref())
+                && !cleanup_jobs.contains(&job.name_any())
+        })
+        .collect();
+    for job in app_jobs
+        .iter()
+        .filter(|job| jobs::state(job) == JobState::Running)
     {
         let job_name = job.name_any();
-        if !is_apps_job(&job.metadata, &app.uid, schedule_uid.as_deref())
-            || cleanup_jobs.contains(&job_name)
-            || jobs::state(&job) != JobState::Running
+        if job
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.active_deadline_seconds)
+            != Some(1)
         {
-            continue;
-        }
-        if job.metadata.deletion_timestamp.is_none() {
+            // As for a stuck Job: a deadline already past makes the Job controller fail it
+            // and remove its pods.
+            let patch = json!({
+                "metadata": {"annotations": {names::STOPPED_BECAUSE: "the app is being deleted"}},
+                "spec": {"activeDeadlineSeconds": 1},
+            });
             job_api
-                .delete(&job_name, &DeleteParams::foreground())
+                .patch(&job_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
+            ctx.metrics.writes.inc();
         }
-        running.push(format!("Job {job_name} and its pods"));
+        running.push(format!("Job {job_name}"));
+    }
+    // The pods themselves: a Job failed or a StatefulSet deleted may still have pods
+    // stopping, and those may still write.
+    let writers: Vec<&str> = statefulset
+        .iter()
+        .map(|sts| &sts.metadata)
+        .chain(app_jobs.iter().map(|job| &job.metadata))
+        .filter_map(|meta| meta.uid.as_deref())
+        .collect();
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    for pod in pods.iter().filter(|pod| {
+        kept::controller_uid(&pod.metadata).is_some_and(|owner| writers.contains(&owner))
+            && !matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+    }) {
+        running.push(format!("pod {}", pod.name_any()));
     }
     if running.is_empty() {
         return Ok(None);
     }
     Ok(Some(format!(
-        "{} to be gone (a pod on a node that is gone for good stays until it is deleted with --force)",
+        "{} to stop (a pod on a node that is gone for good stays until it is deleted with --force)",
         running.join(", ")
     )))
 }

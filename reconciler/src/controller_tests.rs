@@ -521,7 +521,8 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         .on("GET", PVS, list(vec![]))
         .on("GET", "/api/v1/nodes", list(vec![node]))
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", JOBS, list(vec![]));
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]));
     let (result, seen) = api.reconcile(app).await;
     assert_eq!(result, Ok(Action::requeue(WAIT)));
     let job = names::initial_restore_job("hello", "uid-1", None);
@@ -976,6 +977,7 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
         .on(
             "GET",
             PVS,
@@ -1057,6 +1059,7 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
         .on("GET", PVS, list(vec![]))
         .on(
             "GET",
@@ -1487,7 +1490,8 @@ fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
         .on("GET", PVS, list(vec![]))
         .on("GET", "/api/v1/nodes", list(vec![node]))
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", JOBS, list(vec![]));
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]));
     if old_has_backups {
         let mut old = HelloStateful::new("old", app.spec.clone());
         old.metadata.namespace = Some("ns1".into());
@@ -1737,9 +1741,15 @@ async fn deleting_an_app_stops_its_schedule_and_a_running_backup_before_its_data
     let error = result.expect_err("deletion waits");
     assert!(error.contains("backup-hello-29400000"), "{error}");
     let writes = writes(&seen);
-    for stopped in [STS, CRONJOB, &format!("{JOBS}/backup-hello-29400000")] {
+    for stopped in [STS, CRONJOB] {
         assert!(writes.contains(&format!("DELETE {stopped}")), "{writes:?}");
     }
+    let job = format!("{JOBS}/backup-hello-29400000");
+    let stop = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == job)
+        .expect("the running backup is stopped");
+    assert_eq!(stop.body["spec"]["activeDeadlineSeconds"], 1);
     assert!(
         !writes
             .iter()
@@ -1771,6 +1781,7 @@ async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
     let (result, seen) = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
         .on(
             "GET",
             PVS,
