@@ -178,6 +178,24 @@ pub enum MoverError {
         source: Box<MoverError>,
     },
 
+    /// A volume of a committed restore made in parts holding neither the staged copy its
+    /// swap was to put in nor the mark that it put it in already: reporting it restored
+    /// would start the app on its old data.
+    #[error(
+        "restore {set} was committed with backup {id}, but {} holds neither its staged copy \
+         nor the mark that it was swapped in: the copy was removed after its stage was \
+         recorded; the live data there was NOT restored (restore again)",
+        path.display()
+    )]
+    StagingLost {
+        /// The volume.
+        path: PathBuf,
+        /// The restore set.
+        set: String,
+        /// The backup the set restores.
+        id: String,
+    },
+
     /// A request to the object store failed (after its retries).
     #[error("cannot {action} {}: {reason}", path.display())]
     Store {
@@ -219,6 +237,7 @@ impl MoverError {
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
                 | MoverError::NoSpace { .. }
+                | MoverError::StagingLost { .. }
         ) || matches!(self, MoverError::Store { error, .. } if refused(error))
     }
 }

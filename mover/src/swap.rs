@@ -13,10 +13,15 @@
 //!    The first journal to say so commits the whole set: from then on recovery rolls
 //!    *every* journaled volume forward, so the set never ends part old, part new.
 //! 3. `MoveNew`: every staged entry is renamed to the root.
-//! 4. `Swapped`: old contents and staging are deleted.
+//! 4. `Swapped`: old contents and staging are deleted; then the volume root's owner, mode
+//!    and extended attributes are set, a restore made in parts marks the volume swapped in
+//!    (`.hellostateful-swapped`, naming its set), and only then is the journal, which all
+//!    of this is redone from, removed.
 //!
 //! Journals are deleted only once every volume is `Swapped`, so a volume without a
-//! journal beside one with a journal past `Prepared` is a finished one.
+//! journal beside one with a journal past `Prepared` is a finished one. A volume of a
+//! restore made in parts holds, from its staging on, the journal or the mark of its set:
+//! a swap that finds neither has nothing to swap in, and must say so.
 //!
 //! Recovery runs only in a restore, under every volume's lock ([`lock_volumes`]); a
 //! backup reads volumes mounted read-only and only checks ([`check_settled`]).
@@ -44,13 +49,26 @@ const JOURNAL: &str = ".hellostateful-journal";
 const JOURNAL_TMP: &str = ".hellostateful-journal.tmp";
 /// The volume's lock: one restore at a time.
 const LOCK: &str = ".hellostateful-lock";
+/// The mark of the last restore made in parts swapped in here, kept once its journal is
+/// gone: a swap run again after it finished tells by it that nothing is left to do.
+const SWAPPED: &str = ".hellostateful-swapped";
+/// The mark being written (renamed over `SWAPPED`).
+const SWAPPED_TMP: &str = ".hellostateful-swapped.tmp";
 
 /// Whether a top-level volume entry is one of the mover's own (backups skip exactly these;
 /// any other name, `.hellostateful-notes` too, is the app's and is backed up).
 pub(crate) fn is_reserved(name: &OsStr) -> bool {
-    [STAGING, OLD, JOURNAL, JOURNAL_TMP, LOCK]
-        .iter()
-        .any(|reserved| name == OsStr::new(reserved))
+    [
+        STAGING,
+        OLD,
+        JOURNAL,
+        JOURNAL_TMP,
+        LOCK,
+        SWAPPED,
+        SWAPPED_TMP,
+    ]
+    .iter()
+    .any(|reserved| name == OsStr::new(reserved))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +96,62 @@ struct Journal {
     /// Extended attributes for the volume root, applied with its metadata.
     #[serde(default, skip_serializing_if = "Xattrs::is_empty")]
     root_xattrs: Xattrs,
+}
+
+/// What [`SWAPPED`] holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct Swapped {
+    set: String,
+    /// The backup swapped in.
+    id: String,
+}
+
+/// Where the swap of a restore made in parts stands on one volume.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PartState {
+    /// Its journal is there: staged, perhaps partly swapped in ([`recover_parts`] ends it).
+    Journaled,
+    /// Swapped in, or there was nothing to swap in: marked so, with the backup's id.
+    Swapped(String),
+    /// Neither: nothing of it is on this volume.
+    Absent,
+}
+
+/// Where the swap of restore set `set` stands on `volume`.
+pub(crate) fn part_state(volume: &Dir, set: &str) -> Result<PartState> {
+    if read_journal(volume)?.is_some_and(|j| j.set.as_deref() == Some(set)) {
+        return Ok(PartState::Journaled);
+    }
+    let mark = match volume.read_file(SWAPPED) {
+        Ok(bytes) => {
+            serde_json::from_slice::<Swapped>(&bytes).map_err(|e| MoverError::Leftover {
+                path: volume.join(SWAPPED),
+                reason: format!(
+                    "unreadable mark of a finished restore ({e}); remove it, then swap again"
+                ),
+            })?
+        }
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => return Ok(PartState::Absent),
+        Err(e) => return Err(e),
+    };
+    Ok(if mark.set == set {
+        PartState::Swapped(mark.id)
+    } else {
+        PartState::Absent
+    })
+}
+
+/// Marks `volume` as swapped in by restore set `set` of backup `id`, durably.
+pub(crate) fn mark_swapped(volume: &Dir, set: &str, id: &str) -> Result<()> {
+    let mark = Swapped {
+        set: set.to_owned(),
+        id: id.to_owned(),
+    };
+    let text = serde_json::to_vec(&mark).map_err(|e| MoverError::Leftover {
+        path: volume.join(SWAPPED_TMP),
+        reason: format!("cannot encode the mark of a finished restore: {e}"),
+    })?;
+    replace(volume, SWAPPED_TMP, SWAPPED, &text)
 }
 
 /// Exclusive locks on every volume, taken in ordinal order (so two restores cannot
@@ -178,8 +252,10 @@ fn old_without_journal(volume: &Dir) -> MoverError {
 /// cannot see might be further along).
 pub(crate) fn recover(volumes: &[(u32, Dir)]) -> Result<()> {
     for (_, volume) in volumes {
-        if volume.exists(JOURNAL_TMP)? {
-            volume.remove_file(JOURNAL_TMP)?;
+        for tmp in [JOURNAL_TMP, SWAPPED_TMP] {
+            if volume.exists(tmp)? {
+                volume.remove_file(tmp)?;
+            }
         }
     }
     let journals = journals(volumes)?;
@@ -268,13 +344,15 @@ pub(crate) fn prepare(
 /// parts, then recovers as [`recover`] does. A pod sees only its own volume, so whether
 /// such a restore was committed is asked of `committed(set)` (its coordinator's record):
 /// committed, or already past `Prepared` here, it is rolled forward; else rolled back,
-/// which leaves this volume's live data as it was. Returns the sets rolled forward.
+/// which leaves this volume's live data as it was, once `unrecord(set, ordinal)` removed
+/// the coordinator's record of this staging. Returns the sets rolled forward.
 pub(crate) fn recover_parts(
     volumes: &[(u32, Dir)],
     committed: impl Fn(&str) -> Result<bool>,
+    unrecord: impl Fn(&str, u32) -> Result<()>,
 ) -> Result<Vec<String>> {
     let mut finished = Vec::new();
-    for (_, volume) in volumes {
+    for (ordinal, volume) in volumes {
         if volume.exists(JOURNAL_TMP)? {
             volume.remove_file(JOURNAL_TMP)?;
         }
@@ -299,6 +377,10 @@ pub(crate) fn recover_parts(
                 journal.id,
                 volume.path().display()
             ));
+            // The record before the staging: a crash in between leaves a staging no record
+            // names (no commit takes it, the next restore drops it), never a record of a
+            // staging gone, which a commit would take for staged.
+            unrecord(&set, *ordinal)?;
             if volume.exists(STAGING)? {
                 volume.remove_tree(STAGING)?;
             }
@@ -377,13 +459,13 @@ fn advance(volume: &Dir, mut journal: Journal) -> Result<Journal> {
     }
 }
 
-/// Removes a swapped volume's journal and sets its root's metadata (last, because
-/// removing the journal changes the root's mtime) and extended attributes. Returns
-/// whether ownership was set.
+/// Ends a swapped volume's swap: sets its root's metadata and extended attributes, marks
+/// it swapped in when the restore was made in parts, and only then removes the journal,
+/// which is what recovery redoes all this from (removed first, a crash would leave the
+/// root with its old owner and mode, and nothing to tell). Each step may run again.
+/// Removing the journal changes the root's mtime: that is set once more after it (a crash
+/// in between loses only the mtime). Returns whether ownership was set.
 fn finish(volume: &Dir, journal: &Journal) -> Result<bool> {
-    volume.remove_file(JOURNAL)?;
-    volume.sync()?;
-    crate::fault::step();
     let owned = volume.set_meta(&journal.root)?;
     let refused = fsops::write_xattrs(volume, &journal.root_xattrs, volume.path())?;
     if !refused.is_empty() {
@@ -394,6 +476,19 @@ fn finish(volume: &Dir, journal: &Journal) -> Result<bool> {
             refused.join(", ")
         ));
     }
+    // The metadata durable (an fsync of the root) and a restore made in parts marked
+    // swapped in before the journal goes: a swap of its set run again finds one or the other.
+    match &journal.set {
+        Some(set) => mark_swapped(volume, set, &journal.id)?, // fsyncs the root too
+        None => volume.sync()?,
+    }
+    match volume.remove_file(JOURNAL) {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => {} // a finish run again
+        other => other?,
+    }
+    volume.sync()?;
+    crate::fault::step();
+    volume.set_meta(&journal.root)?;
     Ok(owned)
 }
 
@@ -402,6 +497,12 @@ fn write_journal(volume: &Dir, journal: &Journal) -> Result<()> {
         path: volume.join(JOURNAL_TMP),
         reason: format!("cannot encode the journal: {e}"),
     })?;
-    volume.write_file(JOURNAL_TMP, &text)?;
-    volume.durable_rename(JOURNAL_TMP, volume, JOURNAL)
+    replace(volume, JOURNAL_TMP, JOURNAL, &text)
+}
+
+/// Writes `name` in `volume` whole or not at all: `bytes` to `tmp`, fsynced, renamed over
+/// `name`, the rename made durable.
+fn replace(volume: &Dir, tmp: &str, name: &str, bytes: &[u8]) -> Result<()> {
+    volume.write_file(tmp, bytes)?;
+    volume.durable_rename(tmp, volume, name)
 }

@@ -209,6 +209,65 @@ fn restore_killed_at_every_step_is_all_or_nothing_and_finished_by_the_next_resto
     assert!(set_is(&dest, &new));
 }
 
+/// A restore stopped at every step in turn: a volume whose journal is gone (its swap is
+/// over: nothing redoes any of it) already has its root's owner and mode from the backup.
+#[test]
+fn a_restore_killed_once_a_volume_dropped_its_journal_has_given_that_root_its_owner_and_mode() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 1);
+    make_volume(&source.join("1"), 1);
+    let target = tmp.path().join("backup");
+    let dest = tmp.path().join("dest");
+    let ordinals = ["0", "1"];
+    for ord in ordinals {
+        chmod(&source.join(ord), 0o750);
+    }
+    hellostateful_mover::backup(&app(&target), &backup_opts(&source)).expect("backup");
+    // The root's mode, owner and group (its mtime may be lost by a crash), and the rest.
+    let root_of = |shape: &common::Shape| {
+        let (_, mode, uid, gid, ..) = shape[Path::new("")];
+        (mode, uid, gid)
+    };
+    let below_root = |root: &Path| {
+        let mut shape = shape(root);
+        shape.remove(Path::new(""));
+        shape
+    };
+    let new = ordinals.map(|ord| {
+        (
+            root_of(&shape(&source.join(ord))),
+            below_root(&source.join(ord)),
+        )
+    });
+
+    let restore = cli_args("restore", "--dest", &dest, &target);
+    let mut step = 1;
+    loop {
+        let _ = fs::remove_dir_all(&dest);
+        for (ord, version) in ordinals.iter().zip([5, 6]) {
+            make_volume(&dest.join(ord), version);
+            chmod(&dest.join(ord), 0o755);
+        }
+        let out = run_child(&restore, &[(FAULT_ENV, step.to_string())]);
+        for (ord, (root, below)) in ordinals.iter().zip(&new) {
+            let volume = dest.join(ord);
+            if !volume.join(".hellostateful-journal").exists() && below_root(&volume) == *below {
+                assert_eq!(
+                    root_of(&shape(&volume)),
+                    *root,
+                    "step {step}: volume {ord} swapped in, its journal gone, its root not set"
+                );
+            }
+        }
+        if out.status.success() {
+            break;
+        }
+        step += 1;
+        assert!(step < 1000, "restore never finished");
+    }
+    assert!(step > 40, "too few steps ({step}) to be a meaningful test");
+}
+
 /// A tiny deterministic PRNG (xorshift) for the kill delays.
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;

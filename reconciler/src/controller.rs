@@ -189,11 +189,13 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
         .timeout(WATCH_TIMEOUT_SECS)
         .page_size(LIST_PAGE);
     let trigger = watcher(apps, apps_config)
-        // Never read: managedFields, and kubectl's copy of the spec in an annotation.
+        // Never read: managedFields, labels, and annotations other than ours (kubectl's
+        // copy of the spec, or a tenant's megabyte): the cache keeps every app, and an
+        // annotation that is not ours must not start a pass either.
         .modify(|app: &mut HelloStateful| {
             app.metadata.managed_fields = None;
-            app.annotations_mut()
-                .remove("kubectl.kubernetes.io/last-applied-configuration");
+            app.metadata.labels = None;
+            kept::keep_ours(&mut app.metadata);
         })
         .reflect(writer)
         .applied_objects();

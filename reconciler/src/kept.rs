@@ -46,12 +46,37 @@ fn strip(meta: &mut ObjectMeta) {
     meta.creation_timestamp = None;
 }
 
+/// The labels the reconciler reads of its Jobs and Services.
+const OUR_LABELS: [&str; 7] = [
+    "app.kubernetes.io/name",
+    INSTANCE,
+    "app.kubernetes.io/managed-by",
+    COMPONENT,
+    names::ACTION_LABEL,
+    names::PARTS_LABEL,
+    names::PART_OF_LABEL,
+];
+
+/// Only the labels and annotations the reconciler reads, its own keys: what else anyone put
+/// on an object (up to a megabyte of it) is never kept, so that a tenant's objects cost the
+/// reconciler's memory little whatever their size in the cluster.
+pub fn keep_ours(meta: &mut ObjectMeta) {
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|key, _| OUR_LABELS.contains(&key.as_str()));
+    }
+    let ours = format!("{}/", names::GROUP);
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key.starts_with(&ours));
+    }
+}
+
 impl Cached for Service {
     type Kept = Self;
 
     // Its spec is compared with the desired one; its status (load balancers) never is.
     fn keep(mut self) -> Self {
         strip(&mut self.metadata);
+        keep_ours(&mut self.metadata);
         self.status = None;
         self
     }
@@ -63,6 +88,7 @@ impl Cached for Job {
     // A Job's labels, annotations, TTL and status are read; it is never applied again.
     fn keep(mut self) -> Self {
         strip(&mut self.metadata);
+        keep_ours(&mut self.metadata);
         if let Some(spec) = self.spec.as_mut() {
             spec.template = Default::default();
         }
@@ -430,6 +456,31 @@ mod tests {
             version_print(&full.metadata),
             "the cached copy is at the version the API server's is"
         );
+    }
+
+    #[test]
+    fn a_cached_job_keeps_only_the_labels_and_annotations_the_reconciler_reads() {
+        let padding = "x".repeat(64 * 1024);
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "backup-hello-1",
+                "labels": {"app.kubernetes.io/instance": "hello", "app.kubernetes.io/component": "backup",
+                           (names::PART_OF_LABEL): "backup-hello-2", "padding": "y"},
+                "annotations": {(names::STOPPED_BECAUSE): "why", "padding-1": padding.clone(),
+                                "padding-2": padding}},
+        }))
+        .expect("a Job");
+        let kept = job.keep();
+        let labels: Vec<&String> = kept.labels().keys().collect();
+        assert_eq!(
+            labels,
+            [
+                "app.kubernetes.io/component",
+                "app.kubernetes.io/instance",
+                names::PART_OF_LABEL
+            ]
+        );
+        let annotations: Vec<&String> = kept.annotations().keys().collect();
+        assert_eq!(annotations, [names::STOPPED_BECAUSE]);
     }
 
     #[test]

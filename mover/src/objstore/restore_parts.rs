@@ -19,6 +19,16 @@
 //!
 //! Any restore of a volume first recovers a journal of a set: rolled forward if the set's
 //! commit record exists (or its swap began), else rolled back ([`swap::recover_parts`]).
+//!
+//! A record must never outlive the staging it describes, else a commit would take a volume
+//! whose staging is gone for staged, and its swap would find nothing to swap in. So a stage
+//! writes its staging, then its journal, then its record; and whatever drops a staging
+//! never committed (a retried stage, the volume's next restore, an undo) removes its
+//! record first. A crash in between leaves at worst a staging no record names: the commit
+//! is refused and the staging dropped later. A swap marks its volume swapped in before its
+//! journal goes, and removes its record after: so it fails on a volume of a committed set
+//! that holds neither journal nor mark of it, and, run again after it finished, reports
+//! the volume restored again.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,6 +99,15 @@ impl Store {
         self.put_bytes(key, Bytes::from(bytes))
     }
 
+    /// Removes the record of what `ordinal` staged for restore set `set` (a journal names
+    /// it: one that is no set of ours has no records).
+    fn unrecord_stage(&self, set: &str, ordinal: u32) -> Result<()> {
+        match set.parse::<PartSet>() {
+            Ok(set) => self.delete_key(&record_key(&set, ordinal)),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Whether restore set `set` was committed (a journal names it: it is one word of
     /// DNS-label characters, else it is no set of ours and was never committed).
     fn restore_committed(&self, set: &str) -> Result<bool> {
@@ -112,7 +131,7 @@ pub fn stage_part(
     let started = Instant::now();
     let volumes = volumes::ordinal_dirs(&options.dest)?;
     let _volume_locks = swap::lock_volumes(&volumes, options.lock_wait)?;
-    // Also undoes this set's own staging, when this pod is a retry.
+    // Also undoes this set's own staging, record first, when this pod is a retry.
     recover(records, &volumes)?;
     let mounted: Vec<u32> = volumes.iter().map(|(o, _)| *o).collect();
     let part = if options.if_exists && !super::any(store)? {
@@ -144,6 +163,8 @@ pub fn stage_part(
             duration_ms: started.elapsed().as_millis() as u64,
         }
     };
+    // Last, once the staging is durable and journaled: a failure before leaves a staging
+    // without a record, one after both, which a retry drops record first.
     for ordinal in mounted {
         records.put_json(&record_key(set, ordinal), &part)?;
     }
@@ -234,9 +255,11 @@ fn remove_stale_sets(store: &Store) -> Result<()> {
 
 /// Finishes or undoes, under their locks, whatever restore was interrupted in `volumes`,
 /// made in parts or not (see [`swap::recover_parts`]), asking the store whether a set was
-/// committed.
+/// committed, and removing the record of a staging before it is undone.
 pub(crate) fn recover(store: &Store, volumes: &[(u32, Dir)]) -> Result<()> {
-    for set in swap::recover_parts(volumes, |s| store.restore_committed(s))? {
+    let committed = |set: &str| store.restore_committed(set);
+    let unrecord = |set: &str, ordinal| store.unrecord_stage(set, ordinal);
+    for set in swap::recover_parts(volumes, committed, unrecord)? {
         forget_volumes(store, &set, volumes)?;
     }
     Ok(())
@@ -259,7 +282,10 @@ fn forget_volumes(store: &Store, set: &str, volumes: &[(u32, Dir)]) -> Result<()
 }
 
 /// Phase 3, in the pod of one volume (or a few) under `dest`: swaps the staged backup of
-/// committed set `set` in, then removes the volume's record.
+/// committed set `set` in, then removes the volume's record. Run again after it finished
+/// (its end went unreported), it finds its volumes marked swapped in and reports so again.
+/// Fails, changing nothing, when a volume that staged holds neither its staging nor that
+/// mark: the staging was lost, and its live data is not the backup.
 pub fn swap_part(
     store: &Store,
     dest: &Path,
@@ -267,24 +293,67 @@ pub fn swap_part(
     set: &PartSet,
 ) -> Result<RestoreReport> {
     let started = Instant::now();
-    let Some(committed) = store.get_json::<Committed>(&commit_key(set))? else {
-        return Err(MoverError::Usage(format!(
-            "{}: restore {set} was not committed: nothing to swap in",
-            store.app().label()
-        )));
-    };
     let volumes = volumes::ordinal_dirs(dest)?;
     let _volume_locks = swap::lock_volumes(&volumes, lock_wait)?;
+    let name = set.to_string();
+    let mut states = Vec::new();
+    for (ordinal, volume) in &volumes {
+        states.push((*ordinal, volume, swap::part_state(volume, &name)?));
+    }
+    let Some(committed) = store.get_json::<Committed>(&commit_key(set))? else {
+        // The last volume's swap removes the commit record: this is a run again of it if
+        // every volume is marked.
+        let marked: Option<Vec<&String>> = states
+            .iter()
+            .map(|(.., state)| match state {
+                swap::PartState::Swapped(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        return match marked.as_deref() {
+            Some([id, ..]) => Ok(RestoreReport {
+                restored: true,
+                id: (*id).clone(),
+                bytes: 0,
+                files: 0,
+                duration_ms: started.elapsed().as_millis() as u64,
+                ordinals: Vec::new(),
+            }),
+            _ => Err(MoverError::Usage(format!(
+                "{}: restore {set} was not committed: nothing to swap in",
+                store.app().label()
+            ))),
+        };
+    };
     let mut part: Option<StagedPart> = None;
-    for (ordinal, _) in &volumes {
-        part = part.or(store.get_json(&record_key(set, *ordinal))?);
+    let mut unstaged = Vec::new();
+    for (ordinal, volume, state) in &states {
+        let record: Option<StagedPart> = store.get_json(&record_key(set, *ordinal))?;
+        if *state == swap::PartState::Absent {
+            match &record {
+                // The backup holds no data for this volume: nothing to swap in.
+                Some(record) if !record.staged.contains(ordinal) => unstaged.push(*volume),
+                _ => {
+                    return Err(MoverError::StagingLost {
+                        path: volume.path().to_owned(),
+                        set: name.clone(),
+                        id: committed.id.clone(),
+                    });
+                }
+            }
+        }
+        part = part.or(record);
+    }
+    // Marked before any record of this pod goes: a run again finds the mark.
+    for volume in unstaged {
+        swap::mark_swapped(volume, &name, &committed.id)?;
     }
     recover(store, &volumes).map_err(|e| MoverError::SwapInterrupted {
         id: committed.id.clone(),
         source: Box::new(e),
     })?;
     // Also when an earlier run of this pod swapped it in already.
-    forget_volumes(store, &set.to_string(), &volumes)?;
+    forget_volumes(store, &name, &volumes)?;
     Ok(RestoreReport {
         restored: true,
         id: committed.id,
@@ -405,7 +474,8 @@ mod tests {
         }
     }
 
-    /// The pod's volume holds its data and lock only: no staging, no journal.
+    /// The pod's volume holds its data, lock and the mark of its last swap only: no
+    /// staging, no journal.
     fn assert_no_staging(pod: &tempfile::TempDir) {
         let names: Vec<_> = std::fs::read_dir(pod.path().join(pod_ordinal(pod)))
             .expect("list")
@@ -414,7 +484,8 @@ mod tests {
         assert!(
             names
                 .iter()
-                .all(|n| n == "log" || n == ".hellostateful-lock"),
+                .all(|n| ["log", ".hellostateful-lock", ".hellostateful-swapped"]
+                    .contains(&n.to_string_lossy().as_ref())),
             "no staging or journal left: {names:?}"
         );
     }
@@ -543,6 +614,98 @@ mod tests {
         assert!(store.list_keys("restores").expect("keys").is_empty());
         assert_eq!(log(&pods[1], 1), "new 1");
         stage_part(&store, &store, &restore_options(&pods[0]), &set("r2")).expect_err("no backup");
+    }
+
+    #[test]
+    fn a_stage_record_is_removed_before_its_staging_so_a_failed_retry_is_never_committed() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        for pod in &pods {
+            stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        // Volume 1's pod failed after it recorded its staging (its termination log could
+        // not be written, say). Its retry rolls that staging back, then fails itself: here,
+        // asked for a backup that is not there.
+        let retry = RestoreOptions {
+            from: "20200101T000000Z".parse().expect("selector"),
+            ..restore_options(&pods[1])
+        };
+        stage_part(&store, &store, &retry, &set("r1")).expect_err("no such backup");
+        assert!(!pods[1].path().join("1/.hellostateful-staging").exists());
+
+        let refused = commit(&store, &set("r1"), 2).expect_err("volume 1 holds no staging");
+        let message = crate::chain(&refused);
+        assert!(message.contains("ordinal(s) [1]"), "{message}");
+        assert_eq!(
+            (log(&pods[0], 0), log(&pods[1], 1)),
+            ("live".into(), "live".into())
+        );
+    }
+
+    /// Volume `ordinal` of `pod` without its staging nor its journal, as a retried stage that
+    /// rolled it back left it when its record stayed in the store.
+    fn lose_staging(pod: &tempfile::TempDir, ordinal: u32) {
+        let volume = pod.path().join(ordinal.to_string());
+        std::fs::remove_dir_all(volume.join(".hellostateful-staging")).expect("rm staging");
+        std::fs::remove_file(volume.join(".hellostateful-journal")).expect("rm journal");
+    }
+
+    #[test]
+    fn a_committed_swap_that_finds_no_staging_on_its_volume_fails_instead_of_reporting_restored() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        for pod in &pods {
+            stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        lose_staging(&pods[1], 1);
+        commit(&store, &set("r1"), 2).expect("commit: both records are there");
+
+        let lost = swap_in(&store, &pods[1], "r1").expect_err("nothing to swap in on volume 1");
+        let message = crate::chain(&lost);
+        assert!(
+            message.contains("restore r1 was committed") && message.contains("NOT restored"),
+            "{message}"
+        );
+        assert!(
+            lost.is_permanent(),
+            "retrying cannot bring the staging back"
+        );
+        assert_eq!(log(&pods[1], 1), "live");
+        swap_in(&store, &pods[1], "r1").expect_err("and so does its retry");
+
+        swap_in(&store, &pods[0], "r1").expect("volume 0 is swapped in all the same");
+        assert_eq!(log(&pods[0], 0), "backed up 0");
+    }
+
+    #[test]
+    fn a_swap_retried_after_it_finished_reports_restored_again_even_once_its_set_is_forgotten() {
+        let store = Store::in_memory("ns", "app");
+        let [pod0, pod1] = backed_up_then_changed(&store);
+        // A third volume, made after the backup: the backup holds nothing for it.
+        let pods = [pod0, pod1, volume(2, "new 2")];
+        for pod in &pods {
+            stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        let RestoreOutcome::Restored(report) = commit(&store, &set("r1"), 3).expect("commit")
+        else {
+            panic!("nothing committed");
+        };
+        for pod in &pods {
+            assert_eq!(swap_in(&store, pod, "r1").expect("swap").id, report.id);
+        }
+        assert!(
+            store.list_keys("restores").expect("keys").is_empty(),
+            "the last swap removed the commit record"
+        );
+        // Each pod's retry (its first run's end went unreported): nothing left to do.
+        for pod in &pods {
+            let again = swap_in(&store, pod, "r1").expect("swap retried");
+            assert_eq!(again.id, report.id);
+        }
+        assert_eq!(
+            (log(&pods[0], 0), log(&pods[1], 1), log(&pods[2], 2)),
+            ("backed up 0".into(), "backed up 1".into(), "new 2".into())
+        );
     }
 
     #[test]
