@@ -215,15 +215,46 @@ pub fn undo_part(set: &str, ordinal: i32) -> String {
 
 /// `<set><suffix>` within the 63 characters of a label value: when longer, characters go
 /// from the middle of the set's name, keeping its unique end (the hash, or the CronJob's
-/// schedule time).
+/// schedule time) and the suffix whole. Total: `set` comes from the cluster (a Job's label
+/// or name), so no length may underflow and no cut may split a character. A tail too long
+/// to keep whole keeps as much of its end as fits, and the name never starts with the
+/// tail's `-`.
 fn part_named(set: &str, suffix: &str) -> String {
     const MAX: usize = 63;
-    if set.len() + suffix.len() <= MAX {
+    if set.len().saturating_add(suffix.len()) <= MAX {
         return format!("{set}{suffix}");
     }
-    let tail = set.rfind('-').map_or(0, |at| set.len() - at);
-    let head = MAX - suffix.len() - tail;
-    format!("{}{}{suffix}", &set[..head], &set[set.len() - tail..])
+    let suffix = end_within(suffix, MAX);
+    let room = MAX.saturating_sub(suffix.len());
+    let (rest, tail) = set
+        .rfind('-')
+        .and_then(|at| set.split_at_checked(at))
+        .unwrap_or((set, ""));
+    let tail = end_within(tail, room);
+    let head = start_within(rest, room.saturating_sub(tail.len()));
+    let tail = if head.is_empty() {
+        tail.trim_start_matches('-')
+    } else {
+        tail
+    };
+    format!("{head}{tail}{suffix}")
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a character boundary.
+fn start_within(text: &str, max: usize) -> &str {
+    let end = (0..=max.min(text.len()))
+        .rev()
+        .find(|&at| text.is_char_boundary(at))
+        .unwrap_or(0);
+    text.get(..end).unwrap_or_default()
+}
+
+/// The longest end of `text` of at most `max` bytes that starts on a character boundary.
+fn end_within(text: &str, max: usize) -> &str {
+    let start = (text.len().saturating_sub(max)..=text.len())
+        .find(|&at| text.is_char_boundary(at))
+        .unwrap_or(text.len());
+    text.get(start..).unwrap_or_default()
 }
 
 /// The Job of an on-demand restore. Named from the app's uid too, so that a Job of an
@@ -256,6 +287,167 @@ pub fn short_hash(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// An RFC 1123 label, as the reconciler names a set Job.
+    const DNS_LABEL: &str = "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?";
+    /// A label whose end after its last `-` is long. The regex strategies pick `-` as often
+    /// as a whole range of letters, so [`DNS_LABEL`] seldom makes one.
+    const LONG_TAILED_LABEL: &str = "[a-z0-9]{1,2}-[a-z0-9]{40,60}";
+    /// A DNS-like string whose end after its last `-` may be longer than a name.
+    const LONG_TAILED: &str = "[a-z0-9-]{0,20}-[a-z0-9]{40,100}";
+
+    fn is_dns_label(name: &str) -> bool {
+        name.len() <= 63
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    }
+
+    /// App names the API admits: DNS labels of at most [`MAX_NAME_LEN`] characters.
+    fn app_name() -> impl Strategy<Value = String> {
+        let middle = MAX_NAME_LEN - 2;
+        proptest::string::string_regex(&format!("[a-z0-9]([a-z0-9-]{{0,{middle}}}[a-z0-9])?"))
+            .expect("a valid regex")
+    }
+
+    /// Each part Job of `set`'s replica `ordinal`, with the suffix it must end with.
+    fn parts_of(set: &str, ordinal: i32) -> [(String, String); 3] {
+        [
+            (part(set, ordinal), format!("-{ordinal}")),
+            (swap_part(set, ordinal), format!("-swap-{ordinal}")),
+            (undo_part(set, ordinal), format!("-undo-{ordinal}")),
+        ]
+    }
+
+    fn parts_are_label_values_ending_with_their_suffix(
+        set: &str,
+        ordinal: i32,
+    ) -> Result<(), TestCaseError> {
+        for (name, suffix) in parts_of(set, ordinal) {
+            prop_assert!(name.len() <= 63, "{name:?}: {} bytes", name.len());
+            prop_assert!(name.ends_with(&suffix), "{name:?} lost {suffix:?}");
+        }
+        Ok(())
+    }
+
+    /// What `part_named` gave before it was made total, where its arithmetic held.
+    fn part_named_before(set: &str, suffix: &str) -> Option<String> {
+        if set.len() + suffix.len() <= 63 {
+            return Some(format!("{set}{suffix}"));
+        }
+        let tail = set.rfind('-').map_or(0, |at| set.len() - at);
+        let head = 63usize.checked_sub(suffix.len())?.checked_sub(tail)?;
+        Some(format!(
+            "{}{}{suffix}",
+            set.get(..head)?,
+            set.get(set.len() - tail..)?
+        ))
+    }
+
+    proptest! {
+        #[test]
+        fn parts_of_any_string_never_panic_and_fit_a_label_value(
+            set in any::<String>(),
+            ordinal in any::<i32>(),
+        ) {
+            parts_are_label_values_ending_with_their_suffix(&set, ordinal)?;
+        }
+
+        #[test]
+        fn parts_of_any_dns_like_string_never_panic_and_fit_a_label_value(
+            set in prop_oneof!["[a-z0-9-]{0,300}", LONG_TAILED],
+            ordinal in any::<i32>(),
+        ) {
+            parts_are_label_values_ending_with_their_suffix(&set, ordinal)?;
+        }
+
+        #[test]
+        fn parts_of_a_dns_label_are_dns_labels(
+            set in prop_oneof![DNS_LABEL, LONG_TAILED_LABEL],
+            ordinal in any::<i32>(),
+        ) {
+            for (name, _) in parts_of(&set, ordinal) {
+                prop_assert!(is_dns_label(&name), "{set:?} gave {name:?}");
+            }
+        }
+
+        #[test]
+        fn parts_of_ascii_sets_are_named_as_before_wherever_that_worked(
+            set in prop_oneof!["[a-z0-9-]{0,100}", LONG_TAILED],
+            ordinal in any::<i32>(),
+        ) {
+            let suffix = format!("-{ordinal}");
+            if let Some(before) = part_named_before(&set, &suffix)
+                && !before.starts_with('-')
+            {
+                prop_assert_eq!(part(&set, ordinal), before);
+            }
+        }
+
+        #[test]
+        fn the_other_builders_never_panic_on_any_input(
+            namespace in any::<String>(),
+            name in any::<String>(),
+            uid in any::<String>(),
+            token in any::<String>(),
+            retry in proptest::option::of(any::<String>()),
+            claim_name in any::<String>(),
+            ordinal in any::<i32>(),
+        ) {
+            cronjob(&name);
+            statefulset(&name);
+            labels(&name, Component::Backup);
+            selector_string(&name);
+            claim_ordinal(&name, &claim_name);
+            prop_assert_eq!(
+                claim_ordinal(&name, &claim(&name, ordinal)),
+                Some(ordinal).filter(|n| *n >= 0)
+            );
+            volume(&namespace, &name, ordinal);
+            legacy_volume(&namespace, &name, ordinal);
+            volume_host_path(&namespace, &name, &uid, ordinal);
+            backup_claim(&name);
+            backup_volume(&namespace, &name);
+            backup_host_path(&token, &namespace, &name);
+            wipe_job(&name, &uid);
+            purge_job(&name, &uid);
+            backup_job(&name, &uid, &token);
+            restore_job(&name, &uid, &token);
+            initial_restore_job(&name, &uid, retry.as_deref());
+            prop_assert_eq!(short_hash(&token).len(), 8);
+        }
+
+        #[test]
+        fn children_of_any_admitted_app_name_fit_their_kubernetes_limits(
+            namespace in DNS_LABEL,
+            name in app_name(),
+            uid in any::<String>(),
+            token in any::<String>(),
+            retry in proptest::option::of(any::<String>()),
+            ordinal in any::<i32>(),
+        ) {
+            let cronjob = cronjob(&name);
+            prop_assert!(is_dns_label(&cronjob) && cronjob.len() <= 52, "{cronjob}");
+            for job in [
+                wipe_job(&name, &uid),
+                purge_job(&name, &uid),
+                backup_job(&name, &uid, &token),
+                restore_job(&name, &uid, &token),
+                initial_restore_job(&name, &uid, retry.as_deref()),
+            ] {
+                prop_assert!(is_dns_label(&job), "{job}");
+            }
+            prop_assert!(claim(&name, ordinal).len() <= 63);
+            prop_assert!(volume(&namespace, &name, ordinal).len() <= 253);
+            prop_assert!(backup_volume(&namespace, &name).len() <= 253);
+            prop_assert!(backup_claim(&name).len() <= 253);
+            let hash = short_hash(&uid);
+            prop_assert!(hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+    }
 
     #[test]
     fn part_jobs_are_label_values_and_keep_the_sets_unique_end() {
@@ -275,6 +467,27 @@ mod tests {
                 assert!(swap.ends_with(&format!("{tail}-swap-{ordinal}")), "{swap}");
             }
         }
+    }
+
+    #[test]
+    fn a_set_whose_tail_fills_the_whole_name_gets_parts_without_a_panic() {
+        let set = format!("x-{}", "a".repeat(61));
+        for ordinal in [0, 1, 19] {
+            for (name, suffix) in [
+                (part(&set, ordinal), format!("-{ordinal}")),
+                (swap_part(&set, ordinal), format!("-swap-{ordinal}")),
+                (undo_part(&set, ordinal), format!("-undo-{ordinal}")),
+            ] {
+                assert!(name.len() <= 63, "{name}: {} bytes", name.len());
+                assert!(name.ends_with(&format!("a{suffix}")), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_part_never_starts_with_the_dash_of_its_sets_tail() {
+        let set = format!("x-{}", "a".repeat(60));
+        assert_eq!(part(&set, 0), format!("{}-0", "a".repeat(60)));
     }
 
     #[test]
