@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cli::{BackupArgs, OutputFormat, RestoreArgs, WaitArgs};
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
-use crate::output::{to_json, to_yaml};
+use crate::output::{printable, to_json, to_yaml};
 use crate::prompt;
 
 /// How long to wait for a first acknowledgement when the reconciler looks absent.
@@ -163,8 +163,10 @@ pub fn restore_question(namespace: &str, app: &HelloStateful, from: &str) -> Str
         ResolvedTarget::ObjectStore(store) => store.describe(namespace, &name),
     };
     format!(
-        "Restore {namespace}/{name} from {which} (in {target})?\n  This overwrites all data on the volumes {} of its {replicas} replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?",
-        volumes.join(", ")
+        "Restore {namespace}/{} from {which} (in {})?\n  This overwrites all data on the volumes {} of its {replicas} replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?",
+        printable(&name),
+        printable(&target),
+        printable(&volumes.join(", "))
     )
 }
 
@@ -310,10 +312,10 @@ pub fn passing(error: &CliError) -> bool {
 fn progress_line(kind: Kind, namespace: &str, name: &str, slot: &RequestStatus) -> String {
     let mut line = format!("{} of {namespace}/{name}: {:?}", kind.noun(), slot.phase);
     if let Some(job) = &slot.job {
-        line.push_str(&format!(" (job {job})"));
+        line.push_str(&format!(" (job {})", printable(job)));
     }
     if let Some(message) = &slot.message {
-        line.push_str(&format!(": {message}"));
+        line.push_str(&format!(": {}", printable(message)));
     }
     line
 }
@@ -332,13 +334,16 @@ fn finish(
         Outcome::Done(slot) if slot.phase == RequestPhase::Succeeded => match ctx.output() {
             OutputFormat::Json => to_json(&slot),
             OutputFormat::Yaml => to_yaml(&slot),
-            OutputFormat::Name => Ok(format!("{}\n", slot.backup_id.unwrap_or_default())),
+            OutputFormat::Name => Ok(format!(
+                "{}\n",
+                printable(slot.backup_id.as_deref().unwrap_or_default())
+            )),
             _ => {
-                let id = slot
-                    .backup_id
-                    .clone()
-                    .unwrap_or_else(|| "<unknown>".to_string());
-                let detail = slot.message.map(|m| format!(" ({m})")).unwrap_or_default();
+                let id = printable(slot.backup_id.as_deref().unwrap_or("<unknown>"));
+                let detail = slot
+                    .message
+                    .map(|m| format!(" ({})", printable(&m)))
+                    .unwrap_or_default();
                 Ok(match kind {
                     Kind::Backup => format!(
                         "{} {namespace}/{name} backed up: backup id {id}{detail}\n",
@@ -430,6 +435,21 @@ mod tests {
         assert_eq!(
             question,
             "Restore prod/web from the newest backup (in node directory /tmp/backup)?\n  This overwrites all data on the volumes data-web-0, data-web-1 of its 2 replica(s).\n  The app is scaled to 0 and stopped while the data is restored, then started again.\n  Continue?"
+        );
+    }
+
+    #[test]
+    fn a_progress_line_shows_the_reconcilers_message_escaped() {
+        let slot = RequestStatus {
+            token: "t".into(),
+            phase: RequestPhase::Running,
+            job: Some("restore-hello-1\u{1b}[2J".into()),
+            backup_id: None,
+            message: Some("copying\rdone \u{1b}]0;x\u{7}".into()),
+        };
+        assert_eq!(
+            progress_line(Kind::Restore, "default", "hello", &slot),
+            "restore of default/hello: Running (job restore-hello-1\\u{1b}[2J): copying\\rdone \\u{1b}]0;x\\u{7}"
         );
     }
 

@@ -15,7 +15,7 @@ use crate::cli::{
 use crate::context::{Ctx, Kube};
 use crate::error::CliError;
 use crate::mover_pod::{self, Ended, Source, Task, last_lines};
-use crate::output::{age_of, human_bytes, human_millis, table, to_json, to_yaml};
+use crate::output::{age_of, human_bytes, human_millis, printable, table, to_json, to_yaml};
 use crate::prompt;
 
 /// `backups ...`.
@@ -114,7 +114,10 @@ fn print_catalog(
     match ctx.output() {
         OutputFormat::Json => to_json(&entries),
         OutputFormat::Yaml => to_yaml(&entries),
-        OutputFormat::Name => Ok(entries.iter().map(|e| format!("{}\n", e.id)).collect()),
+        OutputFormat::Name => Ok(entries
+            .iter()
+            .map(|e| format!("{}\n", printable(&e.id)))
+            .collect()),
         _ if entries.is_empty() => {
             if !explained {
                 eprintln!("No backups of {namespace}/{name} yet.");
@@ -157,7 +160,7 @@ fn formatted<T: serde::Serialize>(
     match ctx.output() {
         OutputFormat::Json => to_json(value),
         OutputFormat::Yaml => to_yaml(value),
-        OutputFormat::Name => Ok(format!("{id}\n")),
+        OutputFormat::Name => Ok(format!("{}\n", printable(id))),
         _ => Ok(text),
     }
 }
@@ -165,19 +168,20 @@ fn formatted<T: serde::Serialize>(
 /// A backup in full, for people.
 pub fn details_text(d: &BackupDetails, name: &str, now: DateTime<Utc>) -> String {
     let ordinals: Vec<String> = d.ordinals.iter().map(u32::to_string).collect();
+    let id = printable(&d.id);
     let mut lines = vec![
         (
             "Backup",
             if d.newest {
-                format!("{} (the newest: kept by retention and delete)", d.id)
+                format!("{id} (the newest: kept by retention and delete)")
             } else {
-                d.id.clone()
+                id.to_string()
             },
         ),
-        ("App", d.app.clone()),
+        ("App", printable(&d.app).into_owned()),
         (
             "Started",
-            format!("{} ({} ago)", d.time, age_of(now, &d.time)),
+            format!("{} ({} ago)", printable(&d.time), age_of(now, &d.time)),
         ),
         ("Took", human_millis(d.duration_ms)),
         (
@@ -204,15 +208,13 @@ pub fn details_text(d: &BackupDetails, name: &str, now: DateTime<Utc>) -> String
         "Manifest",
         format!(
             "format {}, checksum {} (matches)",
-            d.format, d.manifest_checksum
+            d.format,
+            printable(&d.manifest_checksum)
         ),
     ));
     lines.push((
         "Contents",
-        format!(
-            "not checked here: `kubectl hellostateful verify {name} {}`",
-            d.id
-        ),
+        format!("not checked here: `kubectl hellostateful verify {name} {id}`"),
     ));
     lines
         .iter()
@@ -260,7 +262,7 @@ async fn delete(ctx: &Ctx, args: &DeleteBackupArgs) -> Result<String, CliError> 
     .await?;
     let text = format!(
         "backup {} of {}/{} deleted; {} left\n",
-        result.deleted,
+        printable(&result.deleted),
         kube.namespace,
         backup.name,
         result.kept.len()
@@ -287,7 +289,7 @@ pub async fn verify(ctx: &Ctx, args: &VerifyArgs) -> Result<String, CliError> {
         OutputFormat::Yaml => to_yaml(&result)?,
         _ if result.problems.is_empty() => format!(
             "backup {} of {}/{} verified: {} files, {}, every checksum matches\n",
-            result.id,
+            printable(&result.id),
             kube.namespace,
             args.name,
             result.files,
@@ -296,7 +298,7 @@ pub async fn verify(ctx: &Ctx, args: &VerifyArgs) -> Result<String, CliError> {
         _ => result
             .problems
             .iter()
-            .map(|problem| format!("damaged: {problem}\n"))
+            .map(|problem| format!("damaged: {}\n", printable(problem)))
             .collect(),
     };
     if result.problems.is_empty() {
@@ -321,8 +323,8 @@ pub fn catalog_table(entries: &[CatalogEntry], now: DateTime<Utc>) -> String {
         .iter()
         .map(|e| {
             vec![
-                e.id.clone(),
-                e.time.clone(),
+                printable(&e.id).into_owned(),
+                printable(&e.time).into_owned(),
                 age_of(now, &e.time),
                 human_bytes(e.bytes),
                 e.files.to_string(),
@@ -337,6 +339,25 @@ pub fn catalog_table(entries: &[CatalogEntry], now: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
     use crate::get::tests::now;
+
+    #[test]
+    fn ids_and_file_names_from_a_backup_are_printed_escaped() {
+        let entry = CatalogEntry {
+            id: "20261129T145500Z\u{1b}]0;x\u{7}".into(),
+            time: "2026-11-29T14:55:00Z\r".into(),
+            bytes: 1,
+            files: 1,
+            new_bytes: 1,
+            duration_ms: 1,
+            ordinals: vec![0],
+        };
+        let text = catalog_table(&[entry], now());
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("20261129T145500Z\\u{1b}]0;x\\u{7}"), "{text}");
+    }
 
     #[test]
     fn catalog_table_snapshot() {

@@ -10,6 +10,7 @@ use kube::{Api, ResourceExt};
 
 use crate::cli::{Cli, GlobalArgs};
 use crate::context::Ctx;
+use crate::output::printable;
 
 /// cobra's ShellCompDirectiveNoFileComp: do not fall back to file names.
 const NO_FILES: u8 = 4;
@@ -139,7 +140,10 @@ pub async fn complete(global: &GlobalArgs, words: &[String]) -> String {
         .into_iter()
         .filter(|(v, _)| v.starts_with(current))
     {
-        let description = description.lines().next().unwrap_or_default().to_string();
+        // One line per candidate, drawn by the shell: names and descriptions read from the
+        // cluster must not break the line or reach the terminal as escapes.
+        let value = printable(&value);
+        let description = printable(description.lines().next().unwrap_or_default());
         if description.is_empty() {
             out.push_str(&format!("{value}\n"));
         } else {

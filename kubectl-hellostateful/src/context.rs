@@ -10,7 +10,7 @@ use kube::{Api, Client, Config};
 
 use crate::cli::{GlobalArgs, OutputFormat};
 use crate::error::{Action, CliError, explain, explain_briefly};
-use crate::output::Style;
+use crate::output::{Style, printable_lines};
 
 /// Namespace of the reconciler.
 pub const SYSTEM_NAMESPACE: &str = "hellostateful-system";
@@ -78,10 +78,11 @@ impl Ctx {
         self.global.output.unwrap_or(OutputFormat::Table)
     }
 
-    /// Prints to stderr when -v was given at least `level` times.
+    /// Prints to stderr when -v was given at least `level` times (printable: messages carry
+    /// names and errors read from the cluster).
     pub fn debug(&self, level: u8, message: impl AsRef<str>) {
         if self.global.verbose >= level {
-            eprintln!("{}", self.style.dim(message.as_ref()));
+            eprintln!("{}", self.style.dim(printable_lines(message.as_ref())));
         }
     }
 

@@ -12,7 +12,7 @@ use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
 use crate::get::object_value;
 use crate::mover_pod;
-use crate::output::{to_json, to_yaml};
+use crate::output::{printable, to_json, to_yaml};
 use crate::prompt;
 
 /// Checks an app name the way the CRD does, before sending anything.
@@ -173,7 +173,8 @@ fn print(ctx: &Ctx, app: &HelloStateful, verb: &str) -> Result<String, CliError>
         Some(OutputFormat::Json) => to_json(&object_value(app)),
         Some(OutputFormat::Yaml) => to_yaml(&object_value(app)),
         _ => Ok(format!(
-            "hellostateful.hello-stateful.example.com/{name} {verb}\n"
+            "hellostateful.hello-stateful.example.com/{} {verb}\n",
+            printable(&name)
         )),
     }
 }

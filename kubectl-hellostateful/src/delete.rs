@@ -14,12 +14,13 @@ use crate::actions::{NO_RECONCILER_GRACE, passing};
 use crate::cli::{DeleteArgs, OutputFormat};
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
+use crate::output::printable;
 use crate::prompt;
 
-/// Where the app's backups are kept, in words.
+/// Where the app's backups are kept, in words, printable (it is read from the app).
 pub fn backups_place(app: &HelloStateful, namespace: &str) -> String {
     let name = app.name_any();
-    match app.spec.backup_target() {
+    let place = match app.spec.backup_target() {
         ResolvedTarget::HostPath(path) => format!(
             "node directory {}{}",
             names::backup_host_path(&path, namespace, &name),
@@ -33,7 +34,8 @@ pub fn backups_place(app: &HelloStateful, namespace: &str) -> String {
             format!("PersistentVolumeClaim {namespace}/{claim} under {namespace}/{name}")
         }
         ResolvedTarget::ObjectStore(store) => store.describe(namespace, &name),
-    }
+    };
+    printable(&place).into_owned()
 }
 
 /// What happens to the app's live data when it is deleted, in words: static volumes are
@@ -48,7 +50,9 @@ pub fn live_data_fate(app: &HelloStateful) -> String {
                 .collect::<Vec<_>>()
                 .join(" ");
             format!(
-                "Its claims (StorageClass {class}) and the live data on them are kept: delete them with `kubectl delete pvc {claims}` if you do not need them."
+                "Its claims (StorageClass {}) and the live data on them are kept: delete them with `kubectl delete pvc {}` if you do not need them.",
+                printable(class),
+                printable(&claims)
             )
         }
     }

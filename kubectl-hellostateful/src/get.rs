@@ -8,7 +8,7 @@ use kube::{Api, Resource, ResourceExt};
 use crate::cli::{GetArgs, ListArgs, OutputFormat};
 use crate::context::Ctx;
 use crate::error::{Action, CliError, explain};
-use crate::output::{Style, age_of, list_of, table, to_json, to_yaml};
+use crate::output::{Style, age_of, list_of, printable, table, to_json, to_yaml};
 
 /// `list`.
 pub async fn list(ctx: &Ctx, args: &ListArgs) -> Result<String, CliError> {
@@ -71,7 +71,7 @@ pub fn render(
             .map(|app| {
                 format!(
                     "hellostateful.hello-stateful.example.com/{}\n",
-                    app.name_any()
+                    printable(&app.name_any())
                 )
             })
             .collect()),
@@ -149,11 +149,11 @@ pub fn table_of(
             let status = app.status.clone().unwrap_or_default();
             let mut row = Vec::new();
             if all_namespaces {
-                row.push(app.namespace().unwrap_or_default());
+                row.push(printable(&app.namespace().unwrap_or_default()).into_owned());
             }
             let schedule = match (&app.spec.backup_schedule, app.spec.backups_suspended()) {
-                (Some(schedule), true) => format!("{schedule} (suspended)"),
-                (Some(schedule), false) => schedule.clone(),
+                (Some(schedule), true) => format!("{} (suspended)", printable(schedule)),
+                (Some(schedule), false) => printable(schedule).into_owned(),
                 (None, _) => "<none>".to_string(),
             };
             let last_backup = status
@@ -161,7 +161,7 @@ pub fn table_of(
                 .as_ref()
                 .map_or("<none>".to_string(), |b| age_of(now, &b.time));
             row.extend([
-                app.name_any(),
+                printable(&app.name_any()).into_owned(),
                 ready(app, style),
                 app.spec.replicas.to_string(),
                 schedule,
@@ -173,17 +173,22 @@ pub fn table_of(
                     .map_or("<unknown>".to_string(), |t| age_of(now, &t.0.to_string())),
             ]);
             if wide {
-                row.push(status.node_name.clone().unwrap_or_else(|| "<none>".into()));
+                row.push(
+                    status
+                        .node_name
+                        .as_deref()
+                        .map_or_else(|| "<none>".into(), |node| printable(node).into_owned()),
+                );
                 row.push(if status.backend_volumes.is_empty() {
                     "<none>".into()
                 } else {
-                    status.backend_volumes.join(",")
+                    printable(&status.backend_volumes.join(",")).into_owned()
                 });
                 row.push(
                     status
                         .last_backup
                         .as_ref()
-                        .map_or("<none>".into(), |b| b.id.clone()),
+                        .map_or("<none>".into(), |b| printable(&b.id).into_owned()),
                 );
             }
             row
@@ -267,6 +272,24 @@ default     hello   1/1     1          */5 * * * *   4m58s         false      3h
 prod        web     2/3     3          <none>        <none>        true       3h    node-1   data-web-0,data-web-1,data-web-2   <none>
 "
         );
+    }
+
+    #[test]
+    fn a_table_row_shows_a_tenants_escapes_as_text() {
+        let mut hello = app("default", "hello", 1, 1);
+        hello.spec.backup_schedule = Some("@hourly\u{1b}[2J".into());
+        let status = hello.status.as_mut().unwrap();
+        status.node_name = Some("node\u{1b}]0;x\u{7}".into());
+        status.backend_volumes = vec!["data\rhello".into()];
+        if let Some(last) = status.last_backup.as_mut() {
+            last.id = "id\u{9b}2J".into();
+        }
+        let text = table_of(&[hello], true, true, now(), Style::PLAIN);
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("@hourly\\u{1b}[2J"), "{text}");
     }
 
     #[test]

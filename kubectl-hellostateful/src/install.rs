@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::cli::{DryRun, InstallArgs, OutputFormat, UninstallArgs};
 use crate::context::{Ctx, FIELD_MANAGER, RECONCILER, SYSTEM_NAMESPACE};
 use crate::error::{Action, CliError, explain};
-use crate::output::{to_json, to_yaml};
+use crate::output::{printable, to_json, to_yaml};
 use crate::prompt;
 
 /// Name of the CRD.
@@ -348,13 +348,13 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
     }
     Ok(format!(
         "backup roots allowed on nodes: {}{}\nreconciler and backup/restore image: {}\n",
-        setting(&docs, "backupRoots").unwrap_or_default(),
+        printable(setting(&docs, "backupRoots").unwrap_or_default()),
         if kept {
             " (kept from the cluster; change with --backup-roots)"
         } else {
             ""
         },
-        setting(&docs, "moverImage").unwrap_or_default()
+        printable(setting(&docs, "moverImage").unwrap_or_default())
     ))
 }
 

@@ -107,7 +107,13 @@ pub fn main() -> ExitCode {
                     terminal.stderr,
                 ),
             };
-            eprintln!("{} {error}", style.bad("error:"));
+            // Errors carry what the API server and the mover said, and names and messages
+            // read from the cluster: printable, with the line breaks of their own layout.
+            eprintln!(
+                "{} {}",
+                style.bad("error:"),
+                output::printable_lines(&error.to_string())
+            );
             ExitCode::FAILURE
         }
     }

@@ -4,10 +4,12 @@ use hellostateful_api::defaults::LOG_FILE;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::AttachParams;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::cli::LogsArgs;
 use crate::context::Ctx;
 use crate::error::{Action, CliError, explain};
+use crate::output::printable_lines;
 
 /// The command run in the app container.
 pub fn tail_command(mount_path: &str, lines: i64, follow: bool) -> Vec<String> {
@@ -69,13 +71,13 @@ pub async fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<String, CliError> {
     let stderr = process.stderr();
     let status = process.take_status();
     let copy_out = async {
-        if let Some(mut reader) = stdout {
-            let _ = tokio::io::copy(&mut reader, &mut tokio::io::stdout()).await;
+        if let Some(reader) = stdout {
+            copy_log(reader, tokio::io::stdout(), ctx.terminal.stdout).await;
         }
     };
     let copy_err = async {
-        if let Some(mut reader) = stderr {
-            let _ = tokio::io::copy(&mut reader, &mut tokio::io::stderr()).await;
+        if let Some(reader) = stderr {
+            copy_log(reader, tokio::io::stderr(), ctx.terminal.stderr).await;
         }
     };
     futures::join!(copy_out, copy_err);
@@ -96,9 +98,51 @@ pub async fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<String, CliError> {
     Ok(String::new())
 }
 
+/// Copies the app's log to `to`: byte for byte into a pipe or a file, but on a terminal
+/// line by line through [`printable_lines`], since whoever runs the app writes the log and
+/// its escapes would drive the terminal of whoever reads it. A write that fails (a closed
+/// pipe) ends the copy.
+async fn copy_log(from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, terminal: bool) {
+    let mut from = BufReader::new(from);
+    if !terminal {
+        let _ = tokio::io::copy_buf(&mut from, &mut to).await;
+        return;
+    }
+    let mut line = Vec::new();
+    while from
+        .read_until(b'\n', &mut line)
+        .await
+        .is_ok_and(|read| read > 0)
+    {
+        let shown = printable_log_line(&line);
+        if to.write_all(shown.as_bytes()).await.is_err() || to.flush().await.is_err() {
+            return;
+        }
+        line.clear();
+    }
+}
+
+/// One line of a log as a terminal may show it (bytes that are not UTF-8 become U+FFFD).
+fn printable_log_line(line: &[u8]) -> String {
+    printable_lines(&String::from_utf8_lossy(line)).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_line_shown_on_a_terminal_keeps_its_end_but_not_its_escapes() {
+        assert_eq!(
+            printable_log_line(b"ready\x1b]0;pwned\x07\x1b[2J\r\n"),
+            "ready\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\r\n"
+        );
+        assert_eq!(
+            printable_log_line("é ✔ \u{9b}\n".as_bytes()),
+            "é ✔ \\u{9b}\n"
+        );
+        assert_eq!(printable_log_line(b"\xff\n"), "\u{fffd}\n");
+    }
 
     #[test]
     fn the_tail_command() {

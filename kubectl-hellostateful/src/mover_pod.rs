@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
+use crate::output::printable;
 
 /// How long the pod may take, from creation to exit (a verify hashes every byte).
 const DEADLINE: Duration = Duration::from_secs(600);
@@ -328,8 +329,9 @@ pub async fn run(
         .await
     {
         eprintln!(
-            "{} could not delete pod {pod_name}: {error}",
-            ctx.style.warn("Warning:")
+            "{} could not delete pod {pod_name}: {}",
+            ctx.style.warn("Warning:"),
+            printable(&error.to_string())
         );
     }
     result

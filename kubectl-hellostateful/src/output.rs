@@ -1,5 +1,6 @@
 //! Output: aligned tables, ages and sizes as kubectl prints them, colours, JSON and YAML.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 
 use chrono::{DateTime, Utc};
@@ -38,6 +39,47 @@ impl Style {
         let text = text.to_string();
         if self.color { paint(&text) } else { text }
     }
+}
+
+/// Text read from the cluster (names, messages, ids: anything a tenant may have written),
+/// made safe to print on a terminal: each control character (C0 such as ESC, BEL, CR and
+/// newline, DEL, and C1 such as CSI 0x9b) is shown escaped (`\u{1b}`, `\r`) instead of
+/// reaching the terminal, where it could retitle the window, clear the screen or overwrite
+/// a line; a tab becomes a space. Text without any is borrowed as it is. Colour after, not
+/// before: the plugin's own colour codes would be escaped too.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.contains(unsafe_to_show) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => shown.push(' '),
+            c if unsafe_to_show(c) => shown.extend(c.escape_default()),
+            c => shown.push(c),
+        }
+    }
+    Cow::Owned(shown)
+}
+
+/// Control characters, and the bidirectional overrides and isolates that make a terminal
+/// show text in another order than it is (so a message could read as another).
+fn unsafe_to_show(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// [`printable`] for text laid out on several lines (error messages, a log's last lines):
+/// its line breaks are kept, every other control character is escaped.
+pub fn printable_lines(text: &str) -> Cow<'_, str> {
+    if !text.contains(|c: char| unsafe_to_show(c) && c != '\n') {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.split('\n')
+            .map(printable)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 /// Age as kubectl prints it (`45s`, `5m30s`, `3h`, `2d5h`, `400d`, `3y20d`).
@@ -248,6 +290,64 @@ mod tests {
         assert_eq!(human_millis(850), "850ms");
         assert_eq!(human_millis(1250), "1.2s");
         assert_eq!(human_millis(125_000), "2m5s");
+    }
+
+    #[test]
+    fn control_characters_from_the_cluster_are_shown_escaped() {
+        assert_eq!(printable("\u{1b}]0;pwned\u{7}"), "\\u{1b}]0;pwned\\u{7}");
+        assert_eq!(printable("\u{1b}[2J"), "\\u{1b}[2J");
+        assert_eq!(printable("done\rfake"), "done\\rfake");
+        assert_eq!(printable("\u{9b}2J"), "\\u{9b}2J");
+        assert_eq!(printable("a\u{7f}b"), "a\\u{7f}b");
+        assert_eq!(printable("one\ntwo"), "one\\ntwo");
+        assert_eq!(printable("a\tb"), "a b");
+        let text = printable("\u{1b}[31mred\u{9b}0m\r\n\u{0}\u{85}");
+        assert!(!text.contains(char::is_control), "{text:?}");
+    }
+
+    #[test]
+    fn ordinary_text_is_printed_as_it_is() {
+        for text in [
+            "",
+            "backup 20261129T145500Z",
+            "café é",
+            "✔ done",
+            "日本語",
+            "a\\u{1b}",
+        ] {
+            assert!(
+                matches!(printable(text), Cow::Borrowed(t) if t == text),
+                "{text}"
+            );
+            assert!(
+                matches!(printable_lines(text), Cow::Borrowed(t) if t == text),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn multi_line_text_keeps_its_line_breaks_only() {
+        assert_eq!(printable_lines("one\n  two\n"), "one\n  two\n");
+        assert_eq!(
+            printable_lines("one\r\n\u{1b}[2Jtwo"),
+            "one\\r\n\\u{1b}[2Jtwo"
+        );
+    }
+
+    #[test]
+    fn bidirectional_overrides_are_shown_escaped_not_obeyed() {
+        assert_eq!(
+            printable("ok\u{202e}deliaf\u{2066}x\u{2069}"),
+            "ok\\u{202e}deliaf\\u{2066}x\\u{2069}"
+        );
+        assert_eq!(printable_lines("a\u{202d}\nb"), "a\\u{202d}\nb");
+    }
+
+    #[test]
+    fn printing_twice_changes_nothing_more() {
+        let once = printable("\u{1b}]0;x\u{7}\r\n").into_owned();
+        assert_eq!(printable(&once), once);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use crate::cli::{OutputFormat, ReportArgs};
 use crate::context::{Ctx, Kube, SYSTEM_NAMESPACE};
 use crate::error::CliError;
-use crate::output::{to_json, to_yaml};
+use crate::output::{printable, to_json, to_yaml};
 
 /// Lines of each log kept (the newest).
 const LOG_LINES: i64 = 2000;
@@ -332,7 +332,7 @@ fn summary(contents: &Contents) -> String {
         contents.entries.len()
     );
     for missing in &contents.missing {
-        text.push_str(&format!("  not included: {missing}\n"));
+        text.push_str(&format!("  not included: {}\n", printable(missing)));
     }
     text
 }

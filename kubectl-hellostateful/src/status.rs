@@ -14,7 +14,9 @@ use kube::{Api, ResourceExt};
 use crate::cli::OutputFormat;
 use crate::context::{Ctx, Kube};
 use crate::get::{created_age, object_value};
-use crate::output::{Style, age, age_of, human_bytes, human_millis, table, to_json, to_yaml};
+use crate::output::{
+    Style, age, age_of, human_bytes, human_millis, printable, table, to_json, to_yaml,
+};
 
 /// Everything `status` shows, read from the cluster.
 #[derive(Default)]
@@ -190,16 +192,16 @@ fn request_line(request: &RequestStatus, style: Style) -> String {
     let mut line = format!(
         "{} (token {})",
         phase_text(request.phase, style),
-        request.token
+        printable(&request.token)
     );
     if let Some(id) = &request.backup_id {
-        line.push_str(&format!(", backup {id}"));
+        line.push_str(&format!(", backup {}", printable(id)));
     }
     if let Some(job) = &request.job {
-        line.push_str(&format!(", job {job}"));
+        line.push_str(&format!(", job {}", printable(job)));
     }
     if let Some(message) = &request.message {
-        line.push_str(&format!(": {message}"));
+        line.push_str(&format!(": {}", printable(message)));
     }
     line
 }
@@ -236,12 +238,15 @@ fn summary(
     style: Style,
 ) -> String {
     let name = app.name_any();
+    let name = printable(&name);
+    let namespace = printable(&view.namespace);
+    let node = status.node_name.as_deref().map(printable);
     let mut out = String::new();
     let mut field = |label: &str, value: String| {
         out.push_str(&format!("{:<19}{value}\n", format!("{label}:")));
     };
     field("Name", style.bold(&name));
-    field("Namespace", view.namespace.clone());
+    field("Namespace", namespace.to_string());
     field("Age", created_age(app, now));
     let ready_text = format!("{}/{} ready", status.ready_replicas, app.spec.replicas);
     field(
@@ -252,21 +257,20 @@ fn summary(
             style.warn(ready_text)
         },
     );
-    field("Image", app.spec.image().to_string());
-    field("Mount path", app.spec.mount_path().to_string());
+    field("Image", printable(app.spec.image()).into_owned());
+    field("Mount path", printable(app.spec.mount_path()).into_owned());
     field(
         "Storage",
         match app.spec.storage_class() {
             Some(class) => format!(
-                "{} per replica, StorageClass {class}",
-                app.spec.storage_size()
+                "{} per replica, StorageClass {}",
+                printable(app.spec.storage_size()),
+                printable(class)
             ),
             None => format!(
                 "{} per replica, static hostPath volumes{}",
-                app.spec.storage_size(),
-                status
-                    .node_name
-                    .as_ref()
+                printable(app.spec.storage_size()),
+                node.as_ref()
                     .map(|n| format!(" on node {n}"))
                     .unwrap_or_default()
             ),
@@ -275,35 +279,34 @@ fn summary(
     field(
         "Schedule",
         match &app.spec.backup_schedule {
-            Some(s) if app.spec.backups_suspended() => format!("{s} {}", style.warn("(suspended)")),
-            Some(s) => s.clone(),
+            Some(s) if app.spec.backups_suspended() => {
+                format!("{} {}", printable(s), style.warn("(suspended)"))
+            }
+            Some(s) => printable(s).into_owned(),
             None => "<none> (on-demand backups only)".to_string(),
         },
     );
+    let target = match app.spec.backup_target() {
+        ResolvedTarget::HostPath(path) => format!(
+            "node directory {}/{namespace}/{name}{}",
+            printable(&path),
+            node.as_ref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default()
+        ),
+        ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {}", printable(&claim)),
+        ResolvedTarget::ObjectStore(store) => {
+            printable(&store.describe(&view.namespace, &app.name_any())).into_owned()
+        }
+    };
     field(
         "Backup target",
-        format!(
-            "{}, keep last {}",
-            match app.spec.backup_target() {
-                ResolvedTarget::HostPath(path) => format!(
-                    "node directory {path}/{}/{name}{}",
-                    view.namespace,
-                    status
-                        .node_name
-                        .as_ref()
-                        .map(|n| format!(" on {n}"))
-                        .unwrap_or_default()
-                ),
-                ResolvedTarget::Claim(claim) => format!("PersistentVolumeClaim {claim}"),
-                ResolvedTarget::ObjectStore(store) => store.describe(&view.namespace, &name),
-            },
-            app.spec.keep_last()
-        ),
+        format!("{target}, keep last {}", app.spec.keep_last()),
     );
     field(
         "Restore on create",
         match &app.spec.restore_from {
-            Some(from) => from.describe(),
+            Some(from) => printable(&from.describe()).into_owned(),
             None => app.spec.restore_from_existing.to_string(),
         },
     );
@@ -335,8 +338,8 @@ fn last_backup(
     match &status.last_backup {
         Some(b) => out.push_str(&format!(
             "  {} at {} ({} ago): {} in {} files, {} new, took {}{}\n",
-            b.id,
-            b.time,
+            printable(&b.id),
+            printable(&b.time),
             age_of(now, &b.time),
             human_bytes(b.bytes),
             b.files,
@@ -344,17 +347,19 @@ fn last_backup(
             human_millis(b.duration_ms),
             b.job
                 .as_ref()
-                .map(|j| format!(", job {j}"))
+                .map(|j| format!(", job {}", printable(j)))
                 .unwrap_or_default()
         )),
         // An app created again starts a new status: its backups are the old app's.
         None if status.is_restored => out.push_str(&format!(
             "  <none since this app was created; it was restored from an earlier one: \
              kubectl hellostateful backups {}>\n",
-            app.spec
-                .restore_from
-                .as_ref()
-                .map_or(name.as_str(), |from| from.name.as_str())
+            printable(
+                app.spec
+                    .restore_from
+                    .as_ref()
+                    .map_or(name.as_str(), |from| from.name.as_str())
+            )
         )),
         None => out.push_str("  <none>\n"),
     }
@@ -400,8 +405,9 @@ fn requests(app: &HelloStateful, status: &HelloStatefulStatus, style: Style) -> 
             && Some(token) != acknowledged.map(|r| &r.token)
         {
             requests.push(format!(
-                "  {} {kind} request {token} not yet acknowledged by the reconciler\n",
-                style.warn("!")
+                "  {} {kind} request {} not yet acknowledged by the reconciler\n",
+                style.warn("!"),
+                printable(token)
             ));
         }
     }
@@ -427,16 +433,17 @@ fn conditions(status: &HelloStatefulStatus, now: DateTime<Utc>, style: Style) ->
                     "BackupFailed" | "Restoring" | "BackingUp" => c.status != "True",
                     _ => c.status == "True",
                 };
+                let shown = printable(&c.status);
                 vec![
-                    c.type_.clone(),
+                    printable(&c.type_).into_owned(),
                     if healthy {
-                        style.good(&c.status)
+                        style.good(shown)
                     } else {
-                        style.warn(&c.status)
+                        style.warn(shown)
                     },
-                    c.reason.clone(),
+                    printable(&c.reason).into_owned(),
                     age_of(now, &c.last_transition_time.0.to_string()),
-                    c.message.clone(),
+                    printable(&c.message).into_owned(),
                 ]
             })
             .collect();
@@ -460,7 +467,7 @@ fn workload(view: &View, name: &str, now: DateTime<Utc>, style: Style) -> String
                 .as_ref()
                 .and_then(|s| s.ready_replicas)
                 .unwrap_or(0);
-            let text = format!("{}: {ready}/{desired} ready", sts.name_any());
+            let text = format!("{}: {ready}/{desired} ready", printable(&sts.name_any()));
             out.push_str(&format!(
                 "  {}\n",
                 if ready >= desired {
@@ -470,7 +477,10 @@ fn workload(view: &View, name: &str, now: DateTime<Utc>, style: Style) -> String
                 }
             ));
         }
-        None => out.push_str(&format!("  {}\n", style.warn(format!("{name}: not found")))),
+        None => out.push_str(&format!(
+            "  {}\n",
+            style.warn(format!("{}: not found", printable(name)))
+        )),
     }
     if !view.pods.is_empty() {
         let rows: Vec<Vec<String>> = view
@@ -486,19 +496,20 @@ fn workload(view: &View, name: &str, now: DateTime<Utc>, style: Style) -> String
                     .iter()
                     .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
                 let shown = waiting.unwrap_or(phase.clone());
+                let shown = printable(&shown);
                 vec![
-                    pod.name_any(),
+                    printable(&pod.name_any()).into_owned(),
                     if phase == "Running" && ready == containers.len() {
-                        style.good(&shown)
+                        style.good(shown)
                     } else {
-                        style.warn(&shown)
+                        style.warn(shown)
                     },
                     format!("{ready}/{}", containers.len()),
                     restarts.to_string(),
                     pod.spec
                         .as_ref()
-                        .and_then(|s| s.node_name.clone())
-                        .unwrap_or_else(|| "<none>".into()),
+                        .and_then(|s| s.node_name.as_deref())
+                        .map_or_else(|| "<none>".into(), |node| printable(node).into_owned()),
                     ts_age(now, pod.metadata.creation_timestamp.as_ref()),
                 ]
             })
@@ -536,21 +547,21 @@ fn volumes(view: &View, style: Style) -> String {
                         .map(|q| q.0.clone())
                         .unwrap_or_else(|| "<none>".into());
                     vec![
-                        claim.clone(),
+                        printable(claim).into_owned(),
                         if phase == "Bound" {
                             style.good(&phase)
                         } else {
-                            style.warn(&phase)
+                            style.warn(printable(&phase))
                         },
                         pvc.spec
                             .as_ref()
-                            .and_then(|s| s.volume_name.clone())
-                            .unwrap_or_else(|| "<none>".into()),
-                        capacity,
+                            .and_then(|s| s.volume_name.as_deref())
+                            .map_or_else(|| "<none>".into(), |v| printable(v).into_owned()),
+                        printable(&capacity).into_owned(),
                     ]
                 }
                 None => vec![
-                    claim.clone(),
+                    printable(claim).into_owned(),
                     style.warn("Missing"),
                     "<none>".into(),
                     "<none>".into(),
@@ -576,8 +587,8 @@ fn backup_jobs(view: &View, app: &HelloStateful, now: DateTime<Utc>, style: Styl
             let st = cron.status.clone().unwrap_or_default();
             out.push_str(&format!(
                 "  CronJob {}: schedule {}{}, last scheduled {}, last successful {}\n",
-                cron.name_any(),
-                spec.schedule,
+                printable(&cron.name_any()),
+                printable(&spec.schedule),
                 if spec.suspend == Some(true) {
                     format!(" {}", style.warn("(suspended)"))
                 } else {
@@ -599,7 +610,10 @@ fn backup_jobs(view: &View, app: &HelloStateful, now: DateTime<Utc>, style: Styl
         }
         None if app.spec.backup_schedule.is_some() => out.push_str(&format!(
             "  {}\n",
-            style.warn(format!("CronJob {}: not found", names::cronjob(&name)))
+            style.warn(format!(
+                "CronJob {}: not found",
+                printable(&names::cronjob(&name))
+            ))
         )),
         None => out.push_str("  No CronJob (no schedule)\n"),
     }
@@ -620,10 +634,10 @@ fn backup_jobs(view: &View, app: &HelloStateful, now: DateTime<Utc>, style: Styl
                 "Pending".to_string()
             };
             vec![
-                job.name_any(),
+                printable(&job.name_any()).into_owned(),
                 job.labels()
                     .get("app.kubernetes.io/component")
-                    .cloned()
+                    .map(|component| printable(component).into_owned())
                     .unwrap_or_default(),
                 state,
                 ts_age(now, job.metadata.creation_timestamp.as_ref()),
@@ -649,16 +663,16 @@ fn events(view: &View, now: DateTime<Utc>, style: Style) -> String {
             .iter()
             .skip(skip)
             .map(|e| {
-                let kind = e.type_.clone().unwrap_or_default();
+                let kind = printable(e.type_.as_deref().unwrap_or_default());
                 vec![
                     event_time(e).map_or("<unknown>".into(), |t| age(now, t)),
                     if kind == "Warning" {
                         style.warn(&kind)
                     } else {
-                        kind
+                        kind.into_owned()
                     },
-                    e.reason.clone().unwrap_or_default(),
-                    e.message.clone().unwrap_or_default().trim().to_string(),
+                    printable(e.reason.as_deref().unwrap_or_default()).into_owned(),
+                    printable(e.message.as_deref().unwrap_or_default().trim()).into_owned(),
                 ]
             })
             .collect();
@@ -668,7 +682,11 @@ fn events(view: &View, now: DateTime<Utc>, style: Style) -> String {
         )));
     }
     for problem in &view.problems {
-        out.push_str(&format!("{} {problem}\n", style.warn("Warning:")));
+        out.push_str(&format!(
+            "{} {}\n",
+            style.warn("Warning:"),
+            printable(problem)
+        ));
     }
     out
 }
@@ -711,6 +729,131 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// What a tenant plants in text the plugin prints: a window title (OSC), a screen
+    /// clear (CSI), a carriage return that overwrites the line, and an 8-bit CSI.
+    const HOSTILE: &str = "\u{1b}]0;x\u{7}\u{1b}[2J\rok\u{9b}31m";
+
+    /// An app whose every tenant-written text the view shows carries [`HOSTILE`].
+    fn hostile_view() -> View {
+        let hostile = |what: &str| format!("{what}{HOSTILE}");
+        let mut hello = app("default", "hello", 1, 0);
+        hello.spec.image = Some(hostile("busybox"));
+        hello.spec.backup_schedule = Some(hostile("@hourly"));
+        let status = hello.status.as_mut().unwrap();
+        status.node_name = Some(hostile("node"));
+        status.conditions = vec![Condition {
+            type_: hostile("Ready"),
+            status: hostile("False"),
+            reason: hostile("Reason"),
+            message: hostile("condition"),
+            last_transition_time: time("2026-11-29T12:01:00Z"),
+            observed_generation: Some(1),
+        }];
+        status.restore_request = Some(RequestStatus {
+            token: hostile("token"),
+            phase: RequestPhase::Failed,
+            job: Some(hostile("job")),
+            backup_id: Some(hostile("id")),
+            message: Some(hostile("request")),
+        });
+        if let Some(last) = status.last_backup.as_mut() {
+            last.id = hostile("id");
+            last.job = Some(hostile("job"));
+        }
+        hello
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(names::BACKUP_REQUESTED.into(), hostile("token"));
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(hostile("pod"));
+        pod.status = Some(PodStatus {
+            phase: Some(hostile("Pending")),
+            ..Default::default()
+        });
+        let mut job = Job::default();
+        job.metadata.name = Some(hostile("job"));
+        job.metadata.labels =
+            Some([("app.kubernetes.io/component".to_string(), hostile("backup"))].into());
+        let mut sts = StatefulSet::default();
+        sts.metadata.name = Some(hostile("hello"));
+        let mut cron = CronJob::default();
+        cron.metadata.name = Some(hostile("backup-hello"));
+        cron.spec = Some(k8s_openapi::api::batch::v1::CronJobSpec {
+            schedule: hostile("@hourly"),
+            ..Default::default()
+        });
+        let pvc = PersistentVolumeClaim {
+            spec: Some(PersistentVolumeClaimSpec {
+                volume_name: Some(hostile("volume")),
+                ..Default::default()
+            }),
+            status: Some(PersistentVolumeClaimStatus {
+                phase: Some(hostile("Lost")),
+                capacity: Some(
+                    [(
+                        "storage".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity(hostile("1Gi")),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: Some(hostile("Warning")),
+            reason: Some(hostile("Reason")),
+            message: Some(hostile("event")),
+            last_timestamp: Some(time("2026-11-29T14:55:03Z")),
+            ..Default::default()
+        };
+        View {
+            namespace: "default".into(),
+            app: Some(hello),
+            statefulset: Some(sts),
+            pods: vec![pod],
+            claims: vec![(hostile("claim"), None), (hostile("claim"), Some(pvc))],
+            cronjob: Some(cron),
+            jobs: vec![job],
+            events: vec![event],
+            problems: vec![hostile("cannot read the events")],
+        }
+    }
+
+    #[test]
+    fn text_a_tenant_wrote_reaches_the_terminal_escaped() {
+        let text = render(&hostile_view(), now(), Style::PLAIN);
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("condition\\u{1b}]0;x\\u{7}\\u{1b}[2J\\rok\\u{9b}31m"),
+            "{text}"
+        );
+        assert!(text.contains("event\\u{1b}]0;x"), "{text}");
+    }
+
+    #[test]
+    fn in_colour_the_only_escapes_are_the_plugins_own_colours() {
+        let text = render(&hostile_view(), now(), Style { color: true });
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find('\u{1b}') {
+            let code = &rest[at + 1..];
+            let end = code.find('m').expect("a colour code ends with m");
+            assert!(
+                code.starts_with('[')
+                    && code[1..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
+                "not a colour code: {:?}",
+                &code[..end.min(20)]
+            );
+            rest = &code[end..];
+        }
+        assert!(text.contains("request\\u{1b}]0;x"), "{text}");
     }
 
     #[test]

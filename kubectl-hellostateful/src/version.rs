@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::cli::OutputFormat;
 use crate::context::{Ctx, Kube, RECONCILER, ReconcilerState, SYSTEM_NAMESPACE};
 use crate::error::{CliError, explain_briefly};
-use crate::output::{to_json, to_yaml};
+use crate::output::{printable, to_json, to_yaml};
 
 /// The plugin's version.
 pub const PLUGIN_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -150,7 +150,7 @@ async fn reconciler_report(kube: &Kube) -> Value {
 fn text(report: &Value) -> String {
     let mut out = format!("Plugin:     kubectl-hellostateful {PLUGIN_VERSION}\n");
     if let Some(server) = report["server"].as_str() {
-        out += &format!("Server:     Kubernetes {server}\n");
+        out += &format!("Server:     Kubernetes {}\n", printable(server));
     }
     if report.get("error").is_some() {
         // Nothing more is known; the error itself goes to stderr.
@@ -158,7 +158,7 @@ fn text(report: &Value) -> String {
     }
     let reconciler = &report["reconciler"];
     let line = if let Some(error) = reconciler["error"].as_str() {
-        format!("unknown: {error}")
+        format!("unknown: {}", printable(error))
     } else if reconciler["installed"] == false {
         format!(
             "not installed (no Deployment {SYSTEM_NAMESPACE}/{RECONCILER}; see `kubectl hellostateful install`)"
@@ -177,8 +177,8 @@ fn text(report: &Value) -> String {
         };
         format!(
             "{} (image {}), {health}",
-            reconciler["version"].as_str().unwrap_or("<unknown>"),
-            reconciler["image"].as_str().unwrap_or("<unknown>"),
+            printable(reconciler["version"].as_str().unwrap_or("<unknown>")),
+            printable(reconciler["image"].as_str().unwrap_or("<unknown>")),
         )
     };
     out += &format!("Reconciler: {line}\n");
@@ -187,12 +187,12 @@ fn text(report: &Value) -> String {
         let digest = image_id.rsplit_once('@').map_or(image_id, |(_, d)| d);
         out += &format!(
             "  pod {}: runs {}{}{}\n",
-            pod["name"].as_str().unwrap_or_default(),
-            pod["image"].as_str().unwrap_or_default(),
+            printable(pod["name"].as_str().unwrap_or_default()),
+            printable(pod["image"].as_str().unwrap_or_default()),
             if digest.is_empty() {
                 String::new()
             } else {
-                format!(" ({digest})")
+                format!(" ({})", printable(digest))
             },
             if pod["ready"] == true {
                 ""
