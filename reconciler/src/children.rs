@@ -422,8 +422,9 @@ pub enum MoverTask {
         ordinal: i32,
         step: RestoreStep,
     },
-    /// Empty every replica's volume: the app is being deleted.
-    Wipe,
+    /// Empty the volumes of ordinals `0..replicas`: the app is being deleted, and this is
+    /// every volume it has, those of replicas scaled away too (their claims are kept).
+    Wipe { replicas: i32 },
     /// Delete every snapshot of the app: it is being deleted with its backups.
     Purge,
 }
@@ -481,7 +482,7 @@ impl MoverTask {
             | MoverTask::RestoreCommit { .. }
             | MoverTask::RestorePart { .. } => Component::Restore,
             // Cleanup of a deleted app: neither a backup nor a restore to report.
-            MoverTask::Wipe | MoverTask::Purge => Component::Storage,
+            MoverTask::Wipe { .. } | MoverTask::Purge => Component::Storage,
         }
     }
 
@@ -489,7 +490,7 @@ impl MoverTask {
     fn data_access(&self) -> Option<bool> {
         match self {
             MoverTask::Backup | MoverTask::BackupPart { .. } => Some(false),
-            MoverTask::Restore { .. } | MoverTask::RestorePart { .. } | MoverTask::Wipe => {
+            MoverTask::Restore { .. } | MoverTask::RestorePart { .. } | MoverTask::Wipe { .. } => {
                 Some(true)
             }
             MoverTask::Seal { .. } | MoverTask::RestoreCommit { .. } | MoverTask::Purge => None,
@@ -502,6 +503,7 @@ impl MoverTask {
             MoverTask::BackupPart { ordinal, .. } | MoverTask::RestorePart { ordinal, .. } => {
                 *ordinal..*ordinal + 1
             }
+            MoverTask::Wipe { replicas } => 0..*replicas,
             _ => app.ordinals(),
         }
     }
@@ -606,10 +608,10 @@ impl MoverTask {
                 }
                 args
             }
-            MoverTask::Wipe => vec!["wipe".into(), format!("--dest={MOVER_DATA_DIR}")],
+            MoverTask::Wipe { .. } => vec!["wipe".into(), format!("--dest={MOVER_DATA_DIR}")],
             MoverTask::Purge => vec!["purge".into()],
         };
-        if !matches!(self, MoverTask::Wipe) {
+        if !matches!(self, MoverTask::Wipe { .. }) {
             let backups_of = self.backups_of(app);
             args.extend([
                 format!("--target={MOVER_TARGET_DIR}"),
@@ -657,7 +659,7 @@ fn mover_job_spec(
     }
     let owner = task.backups_of(app);
     let target = match (task, location) {
-        (MoverTask::Wipe, _) => None,
+        (MoverTask::Wipe { .. }, _) => None,
         (_, BackupLocation::ObjectStore(store)) => {
             // The keys reach the mover through its environment, from a Secret of the app's
             // own namespace; nothing is mounted.
@@ -1693,10 +1695,14 @@ mod tests {
                 .spec
                 .expect("pod")
         };
-        let wipe = pod_of(&MoverTask::Wipe);
+        let wipe = pod_of(&MoverTask::Wipe { replicas: 3 });
         assert_baseline(&wipe);
         let claims = claim_names(&wipe);
-        assert_eq!(claims, ["data-hello-0", "data-hello-1"]);
+        assert_eq!(
+            claims,
+            ["data-hello-0", "data-hello-1", "data-hello-2"],
+            "a replica scaled away has its volume wiped too"
+        );
         assert_eq!(
             wipe.containers[0].args.as_ref().expect("args")[..2],
             ["wipe".to_string(), "--dest=/data".to_string()]

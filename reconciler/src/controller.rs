@@ -527,7 +527,18 @@ async fn wipe_live_data(
     }
     let job_name = names::wipe_job(&app.name, &app.uid);
     let placeholder = BackupLocation::NodeRoot(String::new());
-    match run_cleanup_job(ctx, app, &job_name, &MoverTask::Wipe, &placeholder).await? {
+    // Every volume the app has: a StatefulSet scaled down keeps its removed replicas'.
+    let replicas = volumes
+        .iter()
+        .filter_map(|volume| {
+            let claim = volume.spec.as_ref()?.claim_ref.as_ref()?.name.as_deref()?;
+            names::claim_ordinal(&app.name, claim)
+        })
+        .max()
+        .map_or(0, |highest| highest.saturating_add(1))
+        .max(app.app.spec.replicas);
+    let wipe = MoverTask::Wipe { replicas };
+    match run_cleanup_job(ctx, app, &job_name, &wipe, &placeholder).await? {
         JobState::Succeeded => Ok(format!("live data wiped ({paths})")),
         state => {
             let message = format!(

@@ -1862,3 +1862,36 @@ async fn a_panic_in_one_pass_is_an_error_of_that_pass_alone() {
     let next = super::guarded(async { Ok::<_, crate::Error>(7) }).await;
     assert!(matches!(next, Ok(7)), "the next pass runs as ever");
 }
+
+#[tokio::test]
+async fn deleting_a_scaled_down_app_wipes_the_volumes_of_its_removed_replicas_too() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let app_ref = AppRef::new(&app).expect("app");
+    let volumes = (0..3)
+        .map(|ordinal| value(&children::volume(&app_ref, ordinal, "node-a").expect("pv")))
+        .collect();
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
+        .on("GET", PVS, list(volumes))
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits for its wipe");
+    assert!(error.contains("wipe-hello-"), "{error}");
+    let made = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("a wipe Job");
+    let claims: Vec<&str> = made.body["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter_map(|volume| volume["persistentVolumeClaim"]["claimName"].as_str())
+        .collect();
+    assert_eq!(claims, ["data-hello-0", "data-hello-1", "data-hello-2"]);
+    assert!(
+        !writes(&seen).iter().any(|w| w.contains(PVS)),
+        "no volume released before the wipe ends"
+    );
+}

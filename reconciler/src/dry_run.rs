@@ -147,7 +147,7 @@ impl Children<'_> {
         let tasks = [
             ("backup", MoverTask::Backup),
             ("restore", restore),
-            ("wipe", MoverTask::Wipe),
+            ("wipe", MoverTask::Wipe { replicas: 1 }),
             ("purge", MoverTask::Purge),
             (
                 "seal",
