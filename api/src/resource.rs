@@ -362,6 +362,13 @@ pub struct HelloStatefulStatus {
     /// hello-stateful.example.com/restore-requested).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_request: Option<RequestStatus>,
+
+    /// The Job of a restore that began replacing the live data and did not finish: some
+    /// volumes may hold the restored data and others the old, so the app does not run until
+    /// a restore succeeds. Kept across requests: a later one that fails before it replaced
+    /// anything leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished_restore: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

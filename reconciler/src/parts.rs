@@ -173,10 +173,28 @@ pub fn restore_state(
         (Some(replicas), JobState::Failed(_)) => return Ok(undone(&set, replicas, jobs, state)),
         _ => return Ok((state, Vec::new())),
     };
-    let committed = reads
+    let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
+    let swapping =
+        (0..replicas).any(|ordinal| state_of(jobs, &names::swap_part(&set, ordinal)).is_some());
+    let committed = match reads
         .message(&set)?
         .and_then(summary::parse_last_line::<RestoreSummary>)
-        .is_some_and(|outcome| outcome.restored);
+    {
+        Some(outcome) => outcome.restored,
+        // Its pod, which said whether the set was committed, is gone (collected, or lost
+        // with its node). A swap part is made only once it was; without one nothing here
+        // says, and either guess could start the app on a mix of swapped and unswapped
+        // volumes. The store knows: the next restore finishes or undoes the set first.
+        None if swapping => true,
+        None => {
+            return Ok((
+                JobState::Failed(format!(
+                    "{interrupted}: whether Job {set} committed the restore is unknown (its pod, which said so, is gone)"
+                )),
+                Vec::new(),
+            ));
+        }
+    };
     if !committed {
         return Ok((state, Vec::new())); // no backup to restore: nothing to swap in
     }
@@ -192,7 +210,6 @@ pub fn restore_state(
             Some(JobState::Running) => running = true,
             Some(JobState::Failed(reason)) => {
                 let cause = reads.failure(&name, reason)?;
-                let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
                 return Ok((
                     JobState::Failed(if cause.contains(interrupted) {
                         format!("its part Job {name} failed: {cause}")

@@ -95,15 +95,19 @@ pub fn on_demand(
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    decided(decide(
-        app,
-        location,
-        jobs,
-        initialized,
-        node_unfit,
-        reads,
-        record,
-    ))
+    let plan =
+        decide(app, location, jobs, initialized, node_unfit, reads, record).map(
+            |plan| match &record.status.unfinished_restore {
+                // Whatever this pass decided of the newest request, an earlier restore that stopped
+                // midway keeps the app from running on its mix of volumes.
+                Some(_) => Plan {
+                    replicas: 0,
+                    ..plan
+                },
+                None => plan,
+            },
+        );
+    decided(plan)
 }
 
 fn decide(
@@ -117,6 +121,13 @@ fn decide(
 ) -> Result<Plan, Unread> {
     let replicas = app.app.spec.replicas;
     let old = record.status.restore_request.clone();
+    if let Some(interrupted) = old.as_ref().filter(|request| interrupted_mid_swap(request))
+        && record.status.unfinished_restore.is_none()
+    {
+        // Recorded by a reconciler that kept it in the request alone, which a new token
+        // replaces.
+        record.status.unfinished_restore = interrupted.job.clone().or(Some(String::new()));
+    }
     // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
     // app stopped even when its request was withdrawn or replaced.
     let running_restore = running(jobs);
@@ -231,6 +242,8 @@ fn decide(
             let message = format!("restored backup {id}; the app runs {replicas} replica(s) again");
             acknowledge(record, RequestPhase::Succeeded, &message, Some(id));
             record.status.is_restored = true;
+            // Every volume holds this backup now, whatever an earlier restore left.
+            record.status.unfinished_restore = None;
             record.tallies.push(Tally::RestoreSucceeded);
             record
                 .conditions()
@@ -243,13 +256,25 @@ fn decide(
                 Some(job) => parts::restore_failure(job, reason, jobs, reads)?,
                 None => reason,
             };
+            let again = format!(
+                "request the restore again (kubectl hellostateful restore {}), which finishes the swap first",
+                app.name
+            );
             let (message, run) = if cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
+                record.status.unfinished_restore = Some(job_name.clone());
                 (
                     format!(
                         "restore of {from} failed: {cause}. The app stays stopped so that it \
-                         never runs on a mix of old and restored volumes: request the restore \
-                         again (kubectl hellostateful restore {}), which finishes the swap first",
-                        app.name
+                         never runs on a mix of old and restored volumes: {again}"
+                    ),
+                    0,
+                )
+            } else if let Some(unfinished) = &record.status.unfinished_restore {
+                (
+                    format!(
+                        "restore of {from} failed: {cause}; this restore replaced nothing, but \
+                         the earlier restore {unfinished} stopped midway, so the app stays \
+                         stopped: {again}"
                     ),
                     0,
                 )
@@ -579,6 +604,93 @@ mod tests {
         assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
         assert!(record.status.is_restored);
         assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+    }
+
+    #[test]
+    fn a_retry_after_an_interrupted_swap_that_fails_before_swapping_keeps_the_app_stopped() {
+        // t1 committed, and its swap on volume 1 was interrupted (its node lost).
+        let first = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let first_job = names::restore_job("hello", "uid-1", TOKEN);
+        let failed = job(&first_job, Component::Restore, Some("Failed"));
+        let cause = format!("error: {}: volume 1", hellostateful_mover::SWAP_INTERRUPTED);
+        let reads = fixtures::message(&first_job, &cause);
+        let (decision, record) = run(&first, &[failed], &reads, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0));
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(first_job.as_str())
+        );
+
+        // As status says, the user asks again: t2's stage on the lost node fails, so its
+        // commit is refused and it replaces nothing. The app must still not run: volume 0
+        // holds t1's backup, volume 1 the old data.
+        let retry = app(json!({names::RESTORE_REQUESTED: "t2"}));
+        let retry_job = names::restore_job("hello", "uid-1", "t2");
+        let refused = job(&retry_job, Component::Restore, Some("Failed"));
+        let reads = fixtures::message(&retry_job, "error: volume 1: node gone");
+        let (decision, record) = run(&retry, &[refused], &reads, record.status);
+        assert_eq!(decision.done(), Plan::runs(0));
+        let request = record.status.restore_request.clone().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Failed);
+        assert!(
+            request
+                .message
+                .is_some_and(|m| m.contains(&format!("earlier restore {first_job} stopped midway"))),
+            "the message says why the app stays stopped"
+        );
+        let (decision, still) = run(&retry, &[], &Reads::default(), record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(0), "and on every later pass");
+
+        // t3 succeeds: every volume holds its backup, and the app runs.
+        let third = app(json!({names::RESTORE_REQUESTED: "t3"}));
+        let third_job = names::restore_job("hello", "uid-1", "t3");
+        let done = job(&third_job, Component::Restore, Some("Complete"));
+        let reads = fixtures::message(&third_job, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, record) = run(&third, &[done], &reads, still.status);
+        assert_eq!(decision.done(), Plan::runs(2));
+        assert_eq!(record.status.unfinished_restore, None);
+    }
+
+    #[test]
+    fn a_committed_set_whose_commit_pod_is_gone_is_neither_taken_as_restored_nor_started() {
+        let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        let committed =
+            crate::parts::tests::set_job(&set, Component::Restore, true, Some("Complete"));
+        // Its pod collected: no message. No swap part was made yet.
+        let mut gone = Reads::default();
+        gone.add_message(set.clone(), None);
+        let (decision, record) = run(&app, &[committed.clone()], &gone, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0), "the app does not start");
+        assert!(!record.status.is_restored);
+        let request = record.status.restore_request.clone().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Failed);
+        assert!(
+            request.message.is_some_and(|m| m.contains("unknown")),
+            "it says what is not known"
+        );
+        assert!(record.status.unfinished_restore.is_some());
+
+        // A swap part exists: the set was committed, and its swaps go on.
+        let labels = [(names::PART_OF_LABEL, set.as_str())];
+        let swap = fixtures::job(
+            &names::swap_part(&set, 0),
+            Component::Restore,
+            None,
+            &labels,
+        );
+        let (decision, _) = run(&app, &[committed, swap], &gone, Default::default());
+        let plan = decision.done();
+        assert_eq!(plan.replicas, 0);
+        assert!(plan.in_progress);
+        assert_eq!(
+            plan.swaps
+                .iter()
+                .map(|(name, _)| name.clone())
+                .collect::<Vec<_>>(),
+            [names::swap_part(&set, 1)],
+            "the other volume's swap is made"
+        );
     }
 
     /// Restore set `set` committed (its summary read), replica 0 swapped in, and replica 1's
