@@ -1322,7 +1322,10 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
     let patience = k8s_openapi::jiff::SignedDuration::try_from(pass.ctx.start_patience)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
     let (stuck, _) = decide(pass, |reads, _| {
-        Ok(reads::decided(jobs::stuck_ones(jobs, reads, now, patience)))
+        let nodes = |name: &str| pass.ctx.cache.node(name);
+        Ok(reads::decided(jobs::stuck_ones(
+            jobs, reads, &nodes, now, patience,
+        )))
     })
     .await?;
     for (name, reason) in stuck {

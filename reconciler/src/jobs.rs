@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hellostateful_api::names::{self, Component};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
@@ -98,14 +98,20 @@ pub fn older_than(job: &Job, now: Timestamp, patience: SignedDuration) -> bool {
 /// minutes to make pods.
 const NO_POD_PATIENCE_FACTOR: i32 = 5;
 
-/// Why a running Job's pod cannot start, once the Job is older than `patience`: its
-/// container's waiting reason (`ErrImagePull: …`), the scheduler's (`Unschedulable: …`), or
-/// the Job controller's refusal to create it (`refusal`, from its FailedCreate event: an
-/// admission policy, a quota). None while a pod runs or may still start.
+/// The nodes of the cluster by name, as the cache holds them.
+pub type Nodes<'a> = dyn Fn(&str) -> Option<Arc<Node>> + 'a;
+
+/// Why a running Job's pod cannot start or cannot go on, once the Job is older than
+/// `patience`: its container's waiting reason (`ErrImagePull: …`), the scheduler's
+/// (`Unschedulable: …`), the Job controller's refusal to create it (`refusal`, from its
+/// FailedCreate event: an admission policy, a quota), or its node, gone or not ready for
+/// longer than `patience` (its kubelet no longer runs it, whatever its status still says).
+/// None while a pod runs or may still start.
 pub fn stuck(
     job: &Job,
     pods: &[Pod],
     refusal: Option<&str>,
+    nodes: &Nodes,
     now: Timestamp,
     patience: SignedDuration,
 ) -> Option<String> {
@@ -132,9 +138,39 @@ pub fn stuck(
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         !matches!(phase, Some("Failed" | "Succeeded"))
     });
-    let first = live.next().and_then(hopeless_wait)?;
+    let lost = |pod: &Pod| lost_node(pod, nodes, now, patience);
+    let first = live.next()?;
+    if let Some(why) = lost(first) {
+        return live
+            .all(|pod| lost(pod).is_some())
+            .then(|| format!("its pod cannot go on: {why}"));
+    }
+    let first = hopeless_wait(first)?;
     live.all(|pod| hopeless_wait(pod).is_some())
         .then(|| format!("its pod cannot start after {seconds}s: {first}"))
+}
+
+/// Why the node `pod` runs on no longer runs it: gone, or not ready for longer than
+/// `patience`.
+fn lost_node(pod: &Pod, nodes: &Nodes, now: Timestamp, patience: SignedDuration) -> Option<String> {
+    let name = pod.spec.as_ref()?.node_name.as_deref()?;
+    let Some(node) = nodes(name) else {
+        return Some(format!("its node {name} is gone"));
+    };
+    let ready = node
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|condition| condition.type_ == "Ready")?;
+    let since = ready.last_transition_time.as_ref()?.0;
+    (ready.status != "True" && now.duration_since(since) >= patience).then(|| {
+        format!(
+            "its node {name} has not been ready since {since} ({})",
+            ready.reason.as_deref().unwrap_or("NotReady")
+        )
+    })
 }
 
 /// `reason: message` of a Pending pod that cannot start by waiting.
@@ -165,10 +201,12 @@ fn hopeless_wait(pod: &Pod) -> Option<String> {
     })
 }
 
-/// The running Jobs among `jobs` whose pod cannot start (see `stuck`), each with why.
+/// The running Jobs among `jobs` whose pod cannot start or go on (see `stuck`), each with
+/// why.
 pub fn stuck_ones(
     jobs: &[Arc<Job>],
     reads: &Reads,
+    nodes: &Nodes,
     now: Timestamp,
     patience: SignedDuration,
 ) -> Result<Vec<(String, String)>, Unread> {
@@ -185,7 +223,7 @@ pub fn stuck_ones(
             true => reads.refusal(&name)?,
             false => None,
         };
-        if let Some(reason) = stuck(job, pods, refusal, now, patience) {
+        if let Some(reason) = stuck(job, pods, refusal, nodes, now, patience) {
             found.push((name, reason));
         }
     }
@@ -361,7 +399,7 @@ mod tests {
             ),
         ];
         for (case, age, pods, want) in cases {
-            let got = stuck(&job_started(age), &pods, None, now(), minute);
+            let got = stuck(&job_started(age), &pods, None, &|_| None, now(), minute);
             match want {
                 None => assert_eq!(got, None, "{case}"),
                 Some(want) => assert!(
@@ -373,22 +411,84 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_on_a_node_gone_or_not_ready_past_patience_stops_its_job() {
+        let minute = SignedDuration::from_secs(60);
+        let running: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"}, "spec": {"nodeName": "node-b", "containers": []},
+            "status": {"phase": "Running"}}))
+        .expect("pod");
+        let node = |ready: &str, secs_ago: i64| {
+            let since = now()
+                .checked_sub(SignedDuration::from_secs(secs_ago))
+                .expect("time");
+            let node: Node = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "node-b"},
+                "status": {"conditions": [{"type": "Ready", "status": ready,
+                    "reason": "NodeStatusUnknown", "lastTransitionTime": since.to_string()}]}}))
+            .expect("node");
+            Arc::new(node)
+        };
+        let job = job_started(600);
+        let verdict = |nodes: &Nodes| {
+            stuck(
+                &job,
+                std::slice::from_ref(&running),
+                None,
+                nodes,
+                now(),
+                minute,
+            )
+        };
+        let gone = verdict(&|_| None).expect("its node is gone");
+        assert!(gone.contains("node-b is gone"), "{gone}");
+        let unready = node("Unknown", 120);
+        let long = verdict(&|_| Some(unready.clone())).expect("not ready for two minutes");
+        assert!(
+            long.contains("node-b has not been ready") && long.contains("NodeStatusUnknown"),
+            "{long}"
+        );
+        let briefly = node("False", 10);
+        assert_eq!(
+            verdict(&|_| Some(briefly.clone())),
+            None,
+            "a blip is waited out"
+        );
+        let ready = node("True", 3600);
+        assert_eq!(verdict(&|_| Some(ready.clone())), None, "it runs");
+    }
+
+    #[test]
     fn a_refused_pod_stops_its_job_after_a_minute_and_an_untaken_job_never() {
         let minute = SignedDuration::from_secs(60);
         let refused = "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\"";
         assert_eq!(
-            stuck(&job_started(61), &[], Some(refused), now(), minute).as_deref(),
+            stuck(
+                &job_started(61),
+                &[],
+                Some(refused),
+                &|_| None,
+                now(),
+                minute
+            )
+            .as_deref(),
             Some(format!("its pod could not be created: {refused}").as_str())
         );
         assert_eq!(
-            stuck(&job_started(30), &[], Some(refused), now(), minute),
+            stuck(
+                &job_started(30),
+                &[],
+                Some(refused),
+                &|_| None,
+                now(),
+                minute
+            ),
             None
         );
         // Made long ago but not taken up by the Job controller yet: no start time.
         let untaken: Job = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "j", "creationTimestamp": "2000-01-01T00:00:00Z"}}))
         .expect("job");
-        assert_eq!(stuck(&untaken, &[], None, now(), minute), None);
+        assert_eq!(stuck(&untaken, &[], None, &|_| None, now(), minute), None);
     }
 
     #[test]
@@ -436,11 +536,16 @@ mod tests {
             .expect("job"),
         );
         let mut reads = Reads::default();
-        let asked =
-            |reads: &Reads| match stuck_ones(&[young.clone(), old.clone()], reads, now(), minute) {
-                Err(Unread(read)) => Some(read),
-                Ok(_) => None,
-            };
+        let asked = |reads: &Reads| match stuck_ones(
+            &[young.clone(), old.clone()],
+            reads,
+            &|_| None,
+            now(),
+            minute,
+        ) {
+            Err(Unread(read)) => Some(read),
+            Ok(_) => None,
+        };
         assert_eq!(asked(&reads), Some(Read::JobPods("restore-x".into())));
         reads.add_job_pods("restore-x".into(), Vec::new());
         assert_eq!(asked(&reads), Some(Read::Refusal("restore-x".into())));
@@ -448,7 +553,7 @@ mod tests {
             "restore-x".into(),
             Some("exceeded quota: mover-pods".into()),
         );
-        let found = stuck_ones(&[young, old], &reads, now(), minute).expect("all read");
+        let found = stuck_ones(&[young, old], &reads, &|_| None, now(), minute).expect("all read");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].0, "restore-x");
         assert!(found[0].1.contains("exceeded quota"), "{:?}", found[0]);
