@@ -660,7 +660,12 @@ mod tests {
         // Its pod collected: no message. No swap part was made yet.
         let mut gone = Reads::default();
         gone.add_message(set.clone(), None);
-        let (decision, record) = run(&app, &[committed.clone()], &gone, Default::default());
+        let (decision, record) = run(
+            &app,
+            std::slice::from_ref(&committed),
+            &gone,
+            Default::default(),
+        );
         assert_eq!(decision.done(), Plan::runs(0), "the app does not start");
         assert!(!record.status.is_restored);
         let request = record.status.restore_request.clone().expect("acknowledged");
