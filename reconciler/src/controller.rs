@@ -1605,9 +1605,14 @@ async fn write_status(
     }
     let api =
         Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    // The app's version this pass decided on, as a precondition: if anyone wrote the app
+    // since (a new leader acknowledging a request, a user's new token), the API server
+    // refuses this write and the next pass decides again on the new version. So a deposed
+    // leader's late write, or a status built on a stale copy, never lands.
     let patch = json!({
         "apiVersion": HelloStateful::api_version(&()),
         "kind": HelloStateful::kind(&()),
+        "metadata": {"resourceVersion": app.resource_version()},
         "status": status,
     });
     let written = api

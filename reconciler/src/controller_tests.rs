@@ -513,6 +513,31 @@ async fn a_cached_app_older_than_the_last_status_write_is_read_again() {
 }
 
 #[tokio::test]
+async fn status_is_written_only_onto_the_version_the_pass_decided_on() {
+    let mut app = app(seed(), json!({}), json!({}));
+    app.metadata.resource_version = Some("41".into());
+    let (_, seen) = running(&app, 1).reconcile(app.clone()).await;
+    let write = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == STATUS)
+        .expect("status written");
+    assert_eq!(write.body["metadata"]["resourceVersion"], "41");
+
+    // Someone wrote the app meanwhile (a new leader, a new token): the write is refused,
+    // and the pass fails, to be decided again on the new version.
+    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "reason": "Conflict", "code": 409, "message": "the object has been modified"});
+    let (result, _) = running(&app, 1)
+        .refuse("PATCH", STATUS, conflict)
+        .reconcile(app)
+        .await;
+    assert!(
+        result.is_err_and(|error| error.contains("modified")),
+        "a refused status write is not taken for written"
+    );
+}
+
+#[tokio::test]
 async fn a_new_app_restores_before_its_statefulset_exists() {
     let app = app(seed(), json!({}), json!({}));
     let node = json!({"metadata": {"name": "node-a"}, "spec": {},
