@@ -125,16 +125,18 @@ pub fn is_attempt(job: &Job, uid: &str) -> bool {
 }
 
 /// Whether the app, not yet made, has an initial restore to run or to follow: one is asked
-/// for, or one started. An initial restore that started runs to its end even if
+/// for, or one is under way. An initial restore under way (a Job of it running, or a set
+/// made in parts swapped in on some volumes and not yet all) runs to its end even if
 /// restoreFromExisting was turned off meanwhile: the app must not start while the mover
-/// writes. A failed one holds nothing: turning the restore off then starts the app on its
-/// empty volumes.
+/// writes, nor on a mix of volumes. An attempt that ended holds nothing, whatever Jobs of
+/// it stay for their TTL (a failed set's stage and undo parts, which succeeded): turning
+/// the restore off then starts the app on its empty volumes.
 pub fn wanted(app: &AppRef, jobs: &[Arc<Job>]) -> bool {
     let spec = &app.app.spec;
-    let started = jobs
-        .iter()
-        .any(|job| is_attempt(job, &app.uid) && !matches!(jobs::state(job), JobState::Failed(_)));
-    spec.restore_from_existing || spec.restore_from.is_some() || started
+    let under_way = jobs.iter().any(|job| {
+        is_attempt(job, &app.uid) && (jobs::is_active(job) || parts::mid_swap(job, jobs))
+    });
+    spec.restore_from_existing || spec.restore_from.is_some() || under_way
 }
 
 /// For an app about to be made without a restore: if one could not run and was then turned
@@ -467,6 +469,51 @@ mod tests {
         assert!(record.conditions().is_true(conditions::RESTORING));
         assert_eq!(reasons(&record), ["RestoreStarted"]);
         assert!(wanted(&AppRef::new(&app).expect("app"), &[]));
+    }
+
+    #[test]
+    fn turned_off_the_restore_holds_the_app_only_while_an_attempt_is_under_way() {
+        let app = app(json!({"restoreFromExisting": false}), json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let set = names::initial_restore_job("hello", "uid-1", None);
+        fn labelled(name: &str, condition: Option<&str>, extra: (&str, &str)) -> Arc<Job> {
+            fixtures::job(
+                name,
+                Component::Restore,
+                condition,
+                &[(names::ACTION_LABEL, ACTION), extra],
+            )
+        }
+        let parts = |condition| labelled(&set, condition, (names::PARTS_LABEL, "2"));
+        let part =
+            |name: String, condition| labelled(&name, condition, (names::PART_OF_LABEL, &set));
+        // A failed set: its stage parts and their undos succeeded, and stay for their TTL.
+        let failed = [
+            parts(Some("Failed")),
+            part(names::part(&set, 0), Some("Complete")),
+            part(names::part(&set, 1), Some("Complete")),
+            part(names::undo_part(&set, 0), Some("Complete")),
+            part(names::undo_part(&set, 1), Some("Complete")),
+        ];
+        assert!(
+            !wanted(&app, &failed),
+            "an attempt that ended holds nothing"
+        );
+        // A stage part still running: the mover writes a volume.
+        let staging = [parts(None), part(names::part(&set, 0), None)];
+        assert!(wanted(&app, &staging));
+        // Committed and swapped in on volume 0 only: volume 1 must get it before the app runs.
+        let half = [
+            parts(Some("Complete")),
+            part(names::swap_part(&set, 0), Some("Complete")),
+        ];
+        assert!(wanted(&app, &half));
+        let whole = [
+            parts(Some("Complete")),
+            part(names::swap_part(&set, 0), Some("Complete")),
+            part(names::swap_part(&set, 1), Some("Complete")),
+        ];
+        assert!(!wanted(&app, &whole), "swapped in everywhere: done");
     }
 
     #[test]

@@ -262,6 +262,19 @@ fn undone(
     }
 }
 
+/// Whether restore Job `job`, made in parts, began swapping its set in and has not finished
+/// on every volume: some volumes may hold the restored data and others not.
+pub fn mid_swap(job: &Job, jobs: &[Arc<Job>]) -> bool {
+    let Some(replicas) = count(job) else {
+        return false;
+    };
+    let set = job.name_any();
+    let swaps: Vec<Option<JobState>> = (0..replicas)
+        .map(|ordinal| state_of(jobs, &names::swap_part(&set, ordinal)))
+        .collect();
+    swaps.iter().any(Option::is_some) && !swaps.iter().all(|s| *s == Some(JobState::Succeeded))
+}
+
 /// The state of the Job named `name`, if it exists.
 fn state_of(jobs: &[Arc<Job>], name: &str) -> Option<JobState> {
     jobs.iter()
