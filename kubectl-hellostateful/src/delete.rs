@@ -43,18 +43,14 @@ pub fn backups_place(app: &HelloStateful, namespace: &str) -> String {
 pub fn live_data_fate(app: &HelloStateful) -> String {
     match app.spec.storage_class() {
         None => "Its live data is wiped.".to_string(),
-        Some(class) => {
-            let name = app.name_any();
-            let claims = (0..app.spec.replicas.max(1))
-                .map(|ordinal| names::claim(&name, ordinal))
-                .collect::<Vec<_>>()
-                .join(" ");
-            format!(
-                "Its claims (StorageClass {}) and the live data on them are kept: delete them with `kubectl delete pvc {}` if you do not need them.",
-                printable(class),
-                printable(&claims)
-            )
-        }
+        // The claims carry the app's owner reference: they go with it, and their volumes
+        // as their class's reclaim policy says.
+        Some(class) => format!(
+            "Its claims (StorageClass {}) are deleted with it, and the live data on them as that \
+             class's reclaim policy says (Delete, the usual one: gone for good; Retain: left on \
+             released volumes for an admin). Only a backup brings it back.",
+            printable(class)
+        ),
     }
 }
 
@@ -247,13 +243,16 @@ mod tests {
     }
 
     #[test]
-    fn static_volumes_are_wiped_and_claims_of_a_class_are_kept() {
+    fn static_volumes_are_wiped_and_claims_of_a_class_go_with_the_app() {
         let mut app = crate::get::tests::app("default", "hello", 2, 2);
         assert_eq!(live_data_fate(&app), WIPED);
         app.spec.storage = serde_json::from_value(json!({"storageClassName": "fast"})).ok();
-        assert_eq!(
-            live_data_fate(&app),
-            "Its claims (StorageClass fast) and the live data on them are kept: delete them with `kubectl delete pvc data-hello-0 data-hello-1` if you do not need them."
+        let fate = live_data_fate(&app);
+        assert!(
+            fate.starts_with("Its claims (StorageClass fast) are deleted with it")
+                && fate.contains("reclaim policy")
+                && fate.ends_with("Only a backup brings it back."),
+            "{fate}"
         );
     }
 
