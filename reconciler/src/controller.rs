@@ -230,6 +230,9 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
                 Err(error @ kube::runtime::controller::Error::ObjectNotFound(_)) => {
                     debug!(%error, "no app for this event");
                 }
+                // Said by `error_policy` already.
+                Err(kube::runtime::controller::Error::ReconcilerFailed(error, _))
+                    if error.is_waiting() => {}
                 Err(error) => warn!(%error, "reconcile failed"),
                 Ok(_) => {}
             }
@@ -371,7 +374,11 @@ pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -
     // minute: it ends by itself, and no pass sits waiting for it in place.
     let longest = if error.is_waiting() { 30 } else { 300 };
     let delay = Duration::from_secs(2u64.saturating_pow(attempt.min(9)).min(longest));
-    warn!(app = %app.name_any(), %error, ?delay, "reconcile failed; retrying");
+    if error.is_waiting() {
+        info!(app = %app.name_any(), %error, ?delay, "waiting; looking again");
+    } else {
+        warn!(app = %app.name_any(), %error, ?delay, "reconcile failed; retrying");
+    }
     Action::requeue(delay)
 }
 
