@@ -389,6 +389,14 @@ fn requests(app: &HelloStateful, status: &HelloStatefulStatus, style: Style) -> 
     if let Some(r) = &status.restore_request {
         requests.push(format!("  Restore:  {}\n", request_line(r, style)));
     }
+    if let Some(job) = &status.unfinished_restore {
+        requests.push(format!(
+            "  {} restore {} stopped midway: the app stays stopped until a restore succeeds (kubectl hellostateful restore {})\n",
+            style.warn("!"),
+            printable(job),
+            printable(&app.name_any())
+        ));
+    }
     for (key, acknowledged, kind) in [
         (
             names::BACKUP_REQUESTED,
@@ -726,6 +734,20 @@ mod tests {
             text.contains(
                 "Last backup:\n  <none since this app was created; it was restored from an \
                  earlier one: kubectl hellostateful backups hello>\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_restore_that_stopped_midway_is_shown_with_what_starts_the_app() {
+        let mut hello = app("default", "hello", 2, 0);
+        hello.status.as_mut().unwrap().unfinished_restore = Some("restore-hello-1a2b3c4d".into());
+        let text = requests(&hello, hello.status.as_ref().unwrap(), Style::PLAIN);
+        assert!(
+            text.contains(
+                "restore restore-hello-1a2b3c4d stopped midway: the app stays stopped until a \
+                 restore succeeds (kubectl hellostateful restore hello)"
             ),
             "{text}"
         );
