@@ -348,12 +348,6 @@ spec:
 YAML
 }
 
-# reconciler_restarts: the restarts of every reconciler container, added up.
-reconciler_restarts() {
-  kubectl -n "$RECONCILER_NS" get pods -o jsonpath='{range .items[*]}{.status.containerStatuses[*].restartCount}{"\n"}{end}' |
-    awk '{ for (i = 1; i <= NF; i++) sum += $i } END { print sum + 0 }'
-}
-
 test_a_tenant_cannot_forge_the_reconcilers_label() {
   local ns kubeconfig
   tenant forger; ns=$TNS; kubeconfig=$TKC
