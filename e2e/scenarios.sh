@@ -323,6 +323,52 @@ test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back() {
   [[ $(cat "$(data_dir "$ns" stuck 0)/keep") == live ]]
 }
 
+# A backup running when its app is deleted: deletion stops it before the wipe (its mover,
+# frozen here mid-copy, is gone before any wipe Job exists), says meanwhile what it waits
+# for, and the cut-short copy is never taken for a snapshot: the app made again restores
+# the last complete backup.
+test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapshot() {
+  local ns before mover="" deadline
+  ns=$(new_ns delbk)
+  trap "cleanup_ns '$ns'; [[ -z \$mover ]] || kill -CONT \$mover 2>/dev/null" EXIT
+  app_yaml mid '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" mid || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec mid-0 -c app -- sh -c 'echo complete > /usr/share/hello/marker'
+  [[ $(request "$ns" mid backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  before=$(backups_of "$ns" mid)
+  # Enough data that the next backup copies for a while; its mover is frozen once it starts.
+  kubectl -n "$ns" exec mid-0 -c app -- sh -c \
+    'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo partial > /usr/share/hello/marker'
+  annotate "$ns" mid "hello-stateful.example.com/backup-requested=$(date +%s%N)"
+  deadline=$((SECONDS + 60))
+  until mover=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
+    ((SECONDS < deadline)) || { echo "no backup mover started"; on_fail "$ns"; return 1; }
+    sleep 0.02
+  done
+  kill -STOP $mover
+  kubectl -n "$ns" delete hellostateful mid --wait=false >/dev/null
+  wait_for "deletion says it waits for the backup" 30 \
+    status_contains "$ns" mid '{.status.conditions[?(@.type=="Ready")].message}' "deletion waits for Job backup-mid-" ||
+    { on_fail "$ns"; return 1; }
+  # The mover dies when its pod's grace period ends (the Job was stopped); until then no
+  # wipe may run under it.
+  while kill -0 $mover 2>/dev/null; do
+    if [[ -n $(kubectl -n "$ns" get jobs -o name | grep wipe-) ]]; then
+      echo "a wipe Job was made while the backup's mover still held the volume"; kubectl -n "$ns" get jobs,pods; return 1
+    fi
+    sleep 1
+  done
+  mover=""
+  wait_for "app deleted" 120 bash -c "! kubectl -n '$ns' get hellostateful mid >/dev/null 2>&1" || { on_fail "$ns"; return 1; }
+  [[ $(backups_of "$ns" mid) == "$before" ]] ||
+    { echo "a snapshot was recorded by the cut-short backup:"; backups_of "$ns" mid; return 1; }
+  app_yaml mid '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app restored and ready" 180 app_ready "$ns" mid || { on_fail "$ns"; return 1; }
+  [[ $(cat "$(data_dir "$ns" mid 0)/marker") == complete ]] ||
+    { echo "marker: $(cat "$(data_dir "$ns" mid 0)/marker")"; return 1; }
+  [[ ! -e $(data_dir "$ns" mid 0)/big ]] || { echo "the cut-short backup's data came back"; return 1; }
+}
+
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
   for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs" \
@@ -348,5 +394,6 @@ run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_
 run_test api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
 run_test a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back
 run_test two_reconcilers_and_a_paused_leader_never_act_at_once test_two_reconcilers_and_a_paused_leader_never_act_at_once
+run_test delete_during_a_backup_records_no_partial_snapshot test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapshot
 run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
 summary

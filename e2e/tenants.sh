@@ -371,9 +371,9 @@ test_a_look_alike_job_stops_no_ones_reconciliation() {
   before=$(reconciler_restarts)
   kubectl -n "$ns" create -f - >/dev/null <<<"$(look_alike_job "x-$(printf 'a%.0s' {1..61})" x)"
   tenant bystander; other=$TNS
-  kubectl -n "$other" apply -f - >/dev/null <<<"$(app_yaml y '{"replicas": 1}')"
-  wait_for "another tenant's app ready" 120 app_ready "$other" y || { on_fail "$other"; return 1; }
-  [[ $(request "$other" y backup) == Succeeded ]] || { on_fail "$other"; return 1; }
+  kubectl -n "$other" apply -f - >/dev/null <<<"$(app_yaml other '{"replicas": 1}')"
+  wait_for "another tenant's app ready" 120 app_ready "$other" other || { on_fail "$other"; return 1; }
+  [[ $(request "$other" other backup) == Succeeded ]] || { on_fail "$other"; return 1; }
   [[ $(request "$ns" x backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   [[ $(reconciler_restarts) == "$before" ]] ||
     { echo "the reconciler restarted: $before -> $(reconciler_restarts)"; on_fail "$ns"; return 1; }
