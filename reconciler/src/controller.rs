@@ -532,6 +532,27 @@ async fn wipe_live_data(
         warn!(app = %app.name, namespace = %app.namespace, "{message}");
         return Ok(message);
     }
+    // A node gone for good (its Node object deleted) took the data with it, and no Job
+    // could run there: waiting for one would hold the deletion forever.
+    if let Some(gone) = volumes
+        .iter()
+        .filter_map(children::volume_node)
+        .find(|node| ctx.cache.node(node).is_none())
+    {
+        let message = format!(
+            "live data not wiped: its node {gone} is gone, and the data in {paths} with it"
+        );
+        publish(
+            ctx,
+            app.app,
+            EventType::Warning,
+            "WipeSkipped",
+            "Delete",
+            &message,
+        )
+        .await;
+        return Ok(message);
+    }
     let job_name = names::wipe_job(&app.name, &app.uid);
     let placeholder = BackupLocation::NodeRoot(String::new());
     // Every volume the app has: a StatefulSet scaled down keeps its removed replicas'.
@@ -656,7 +677,9 @@ async fn run_cleanup_job(
     }
     match jobs::state(&job) {
         JobState::Running => Err(Error::Waiting(format!(
-            "Job {job_name} to end (kubectl -n {} describe job {job_name})",
+            "Job {job_name} to end (kubectl -n {} describe job {job_name}; if the node \
+             that holds the app's data is gone for good, delete its Node object and \
+             deletion goes on without the wipe)",
             app.namespace
         ))),
         finished => Ok(finished),

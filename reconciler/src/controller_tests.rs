@@ -281,6 +281,13 @@ const CRONJOB: &str = "/apis/batch/v1/namespaces/ns1/cronjobs/backup-hello";
 const PODS: &str = "/api/v1/namespaces/ns1/pods";
 const NAMESPACE: &str = "/api/v1/namespaces/ns1";
 const NAMESPACE_UID: &str = "ns-uid-1";
+const NODES: &str = "/api/v1/nodes";
+
+/// The node the volumes of `running` are pinned to.
+fn node_a() -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}, "spec": {},
+           "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+}
 const BACKUP_PV: &str = "/api/v1/persistentvolumes/hellostateful-backups.ns1.hello";
 const BACKUP_PVC: &str = "/api/v1/namespaces/ns1/persistentvolumeclaims/backups-hello";
 const APP: &str = "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello";
@@ -546,6 +553,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         .on("GET", PVS, list(vec![]))
         .on("GET", "/api/v1/nodes", list(vec![node]))
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]));
     let (result, seen) = api.reconcile(app).await;
@@ -1001,6 +1009,7 @@ async fn deleting_an_app_wipes_its_live_data_before_releasing_its_volumes() {
     );
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
         .on(
@@ -1083,6 +1092,7 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
     );
     let api = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
         .on("GET", PVS, list(vec![]))
@@ -1515,6 +1525,7 @@ fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
         .on("GET", PVS, list(vec![]))
         .on("GET", "/api/v1/nodes", list(vec![node]))
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]));
     if old_has_backups {
@@ -1805,6 +1816,7 @@ async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
         "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
     let (result, seen) = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
         .on(
@@ -1897,6 +1909,7 @@ async fn deleting_a_scaled_down_app_wipes_the_volumes_of_its_removed_replicas_to
         .collect();
     let (result, seen) = Api::new()
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
         .on("GET", PVS, list(volumes))
@@ -1918,5 +1931,39 @@ async fn deleting_a_scaled_down_app_wipes_the_volumes_of_its_removed_replicas_to
     assert!(
         !writes(&seen).iter().any(|w| w.contains(PVS)),
         "no volume released before the wipe ends"
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_app_whose_node_is_gone_for_good_releases_its_volumes_without_a_wipe() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let app_ref = AppRef::new(&app).expect("app");
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
+        .on(
+            "GET",
+            PVS,
+            list(vec![value(
+                &children::volume(&app_ref, 0, "node-a").expect("pv"),
+            )]),
+        )
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(Action::await_change()));
+    let writes = writes(&seen);
+    assert!(
+        !writes.iter().any(|w| w == &format!("POST {JOBS}")),
+        "no wipe Job for a node that is gone: {writes:?}"
+    );
+    assert!(writes.contains(&format!("DELETE {PVS}/hellostateful.ns1.hello.0")));
+    let skipped = event(&seen, "WipeSkipped");
+    assert!(
+        skipped.body["note"]
+            .as_str()
+            .is_some_and(|note| note.contains("node node-a is gone")),
+        "{:?}",
+        skipped.body
     );
 }
