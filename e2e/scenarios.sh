@@ -328,9 +328,10 @@ test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back() {
 # for, and the cut-short copy is never taken for a snapshot: the app made again restores
 # the last complete backup.
 test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapshot() {
-  local ns before mover="" deadline
+  local ns before deadline
+  FROZEN_MOVER=""
   ns=$(new_ns delbk)
-  trap "cleanup_ns '$ns'; [[ -z \$mover ]] || kill -CONT \$mover 2>/dev/null" EXIT
+  trap "cleanup_ns '$ns'; [[ -z \${FROZEN_MOVER:-} ]] || kill -CONT \$FROZEN_MOVER 2>/dev/null" EXIT
   app_yaml mid '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
   wait_for "app ready" 120 app_ready "$ns" mid || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec mid-0 -c app -- sh -c 'echo complete > /usr/share/hello/marker'
@@ -341,24 +342,24 @@ test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapsh
     'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo partial > /usr/share/hello/marker'
   annotate "$ns" mid "hello-stateful.example.com/backup-requested=$(date +%s%N)"
   deadline=$((SECONDS + 60))
-  until mover=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
+  until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
     ((SECONDS < deadline)) || { echo "no backup mover started"; on_fail "$ns"; return 1; }
     sleep 0.02
   done
-  kill -STOP $mover
+  kill -STOP $FROZEN_MOVER
   kubectl -n "$ns" delete hellostateful mid --wait=false >/dev/null
   wait_for "deletion says it waits for the backup" 30 \
     status_contains "$ns" mid '{.status.conditions[?(@.type=="Ready")].message}' "deletion waits for Job backup-mid-" ||
     { on_fail "$ns"; return 1; }
   # The mover dies when its pod's grace period ends (the Job was stopped); until then no
   # wipe may run under it.
-  while kill -0 $mover 2>/dev/null; do
+  while kill -0 $FROZEN_MOVER 2>/dev/null; do
     if [[ -n $(kubectl -n "$ns" get jobs -o name | grep wipe-) ]]; then
       echo "a wipe Job was made while the backup's mover still held the volume"; kubectl -n "$ns" get jobs,pods; return 1
     fi
     sleep 1
   done
-  mover=""
+  FROZEN_MOVER=""
   wait_for "app deleted" 120 bash -c "! kubectl -n '$ns' get hellostateful mid >/dev/null 2>&1" || { on_fail "$ns"; return 1; }
   [[ $(backups_of "$ns" mid) == "$before" ]] ||
     { echo "a snapshot was recorded by the cut-short backup:"; backups_of "$ns" mid; return 1; }

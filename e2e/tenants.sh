@@ -387,7 +387,8 @@ test_even_the_reconciler_cannot_write_outside_the_roots() {
   pv='apiVersion: v1
 kind: PersistentVolume
 metadata: {name: hellostateful-vap-probe}
-spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: PATH}}'
+spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: PATH},
+       claimRef: {namespace: ns, name: backups-app}}'
   expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//etc}"
   expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//tmp/backup}"
   expect_fail "outside the allowed roots" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - <<<"${pv/PATH//tmp/backup-other/x}"
@@ -395,7 +396,8 @@ spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: 
   job='apiVersion: batch/v1
 kind: Job
 metadata: {name: vap-probe, namespace: default}
-spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: IMAGE}]VOLUMES}}}'
+spec: {template: {spec: {restartPolicy: Never, automountServiceAccountToken: false,
+  containers: [{name: c, image: IMAGE, securityContext: {allowPrivilegeEscalation: false}}]VOLUMES}}}'
   local mover
   mover=$(kubectl -n hellostateful-system get configmap hellostateful-settings -o jsonpath='{.data.moverImage}')
   expect_fail "run only the mover image" kubectl --as="$RECONCILER_SA" create --dry-run=server -f - \
