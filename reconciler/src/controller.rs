@@ -69,6 +69,10 @@ const LIST_PAGE: u32 = 100;
 const PASS_TIMEOUT: Duration = Duration::from_secs(150);
 /// How soon a replica that does not hold the Lease (now) looks at an app again.
 const LEADERSHIP_RECHECK: Duration = Duration::from_secs(2);
+/// How often one running Job's pods are read to tell whether it is stuck: an app whose
+/// restore runs is looked at every few seconds, and a Job stuck for a minute is no worse
+/// for being found a few seconds later.
+const STUCK_CHECK_EVERY: Duration = Duration::from_secs(15);
 /// Reconcile passes that run at once.
 const CONCURRENCY: u16 = 32;
 /// How long a mover Job's pod may fail to start (an image that cannot be pulled, no node
@@ -97,6 +101,8 @@ pub struct Context {
     /// Per StatefulSet and CronJob ("Kind/namespace/name"): the prints of what was last
     /// desired and of the object's version then, when it held all that was desired.
     in_line: Mutex<HashMap<String, (u64, u64)>>,
+    /// Per running Job's uid: when its pods were last read for `stop_stuck_jobs`.
+    stuck_checked: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -116,6 +122,7 @@ impl Context {
             cache,
             known_versions: Mutex::default(),
             in_line: Mutex::default(),
+            stuck_checked: Mutex::default(),
         }
     }
 
@@ -1351,10 +1358,13 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
     let now = k8s_openapi::jiff::Timestamp::now();
     let patience = k8s_openapi::jiff::SignedDuration::try_from(pass.ctx.start_patience)
         .unwrap_or(k8s_openapi::jiff::SignedDuration::from_secs(60));
+    let due = checks_due(&pass.ctx.stuck_checked, jobs, |job| {
+        jobs::older_than(job, now, patience)
+    });
     let (stuck, _) = decide(pass, |reads, _| {
         let nodes = |name: &str| pass.ctx.cache.node(name);
         Ok(reads::decided(jobs::stuck_ones(
-            jobs, reads, &nodes, now, patience,
+            &due, reads, &nodes, now, patience,
         )))
     })
     .await?;
@@ -1377,6 +1387,38 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
         );
     }
     Ok(())
+}
+
+/// The Jobs among `jobs` whose pods are due to be read (see `STUCK_CHECK_EVERY`), each of
+/// which `read` says will be read now marked so in `checked`; what is long gone is forgotten.
+fn checks_due(
+    checked: &Mutex<HashMap<String, Instant>>,
+    jobs: &[Arc<Job>],
+    read: impl Fn(&Job) -> bool,
+) -> Vec<Arc<Job>> {
+    let Ok(mut checked) = checked.lock() else {
+        return jobs.to_vec();
+    };
+    let now = Instant::now();
+    checked.retain(|_, at| now.duration_since(*at) < STUCK_CHECK_EVERY * 40);
+    jobs.iter()
+        .filter(|job| {
+            let Some(uid) = job.uid() else {
+                return true;
+            };
+            if checked
+                .get(&uid)
+                .is_some_and(|at| now.duration_since(*at) < STUCK_CHECK_EVERY)
+            {
+                return false;
+            }
+            if read(job) {
+                checked.insert(uid, now);
+            }
+            true
+        })
+        .cloned()
+        .collect()
 }
 
 /// The message of the Job controller's newest FailedCreate event for Job `name`, if any.

@@ -1314,6 +1314,37 @@ async fn a_restore_job_whose_pod_never_starts_is_stopped_with_the_reason() {
     );
 }
 
+#[tokio::test]
+async fn a_long_running_jobs_pods_are_read_for_stuck_detection_only_now_and_then() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+    let status = json!({"restoreRequest": {"token": "t1", "phase": "Running"}});
+    let app = app(seed(), annotations, status);
+    let job = names::restore_job("hello", "uid-1", "t1");
+    let mut long = active_restore_job(&job);
+    long["status"]["startTime"] = json!("2020-01-01T00:00:00Z");
+    let pod = pod_of(
+        &long,
+        json!({"metadata": {"name": "p"}, "status": {"phase": "Running"}}),
+    );
+    let (results, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![long]))
+        .on("GET", PODS, list(vec![pod]))
+        .passes(vec![app.clone(), app])
+        .await;
+    assert_eq!(
+        results,
+        [Ok(Action::requeue(WAIT)), Ok(Action::requeue(WAIT))]
+    );
+    let job_pod_reads = seen
+        .iter()
+        .filter(|s| s.path == PODS && s.query.contains("job-name"))
+        .count();
+    assert_eq!(
+        job_pod_reads, 1,
+        "the second pass, seconds later, reads no pods: {seen:#?}"
+    );
+}
+
 /// Status as the last write left it while the initial restore ran.
 fn restoring_status() -> Value {
     json!({"isRestored": false, "nodeName": "node-a", "conditions": [
