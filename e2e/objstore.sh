@@ -237,13 +237,20 @@ test_https_endpoint_with_a_private_ca() {
 # The cluster admin's endpoint allowlist (the reconciler's --object-store-endpoints): an app
 # naming another store is refused before anything is made or sent, and says why; an app
 # naming a listed one is backed up.
+# allow_endpoints LIST: the admin's setting objectStoreEndpoints, and the reconciler restarted
+# to read it.
+allow_endpoints() {
+  kubectl -n "$RECONCILER_NS" patch configmap hellostateful-settings --type merge \
+    -p "{\"data\": {\"objectStoreEndpoints\": \"$1\"}}" >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout restart deploy/hellostateful-reconciler >/dev/null
+  kubectl -n "$RECONCILER_NS" rollout status deploy/hellostateful-reconciler --timeout=120s >/dev/null
+}
+
 test_admin_allows_only_listed_endpoints() {
-  local ns deploy=deploy/hellostateful-reconciler setting=HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS
+  local ns
   ns=$(new_ns s3allow)
-  trap "failed_then '$ns'; kubectl -n '$RECONCILER_NS' set env '$deploy' '$setting-' >/dev/null;
-    kubectl -n '$RECONCILER_NS' rollout status '$deploy' --timeout=120s >/dev/null; cleanup_ns '$ns'" EXIT
-  kubectl -n "$RECONCILER_NS" set env "$deploy" "$setting=$HS_S3_ENDPOINT" >/dev/null
-  kubectl -n "$RECONCILER_NS" rollout status "$deploy" --timeout=120s >/dev/null
+  trap "failed_then '$ns'; allow_endpoints ''; cleanup_ns '$ns'" EXIT
+  allow_endpoints "$HS_S3_ENDPOINT"
   keys_secret "$ns" s3 tenant-a tenant-a-secret
   HS_S3_ENDPOINT=http://elsewhere.example:8333 store_app "$ns" elsewhere tenant-a s3
   wait_for "elsewhere refused" 60 \
@@ -252,9 +259,13 @@ test_admin_allows_only_listed_endpoints() {
     "not an object store the cluster admin allows ($HS_S3_ENDPOINT)"
   has_event "$ns" BackupTargetRefused
   [[ -z $(kubectl -n "$ns" get statefulsets,cronjobs,jobs -o name) ]]
+  # The plugin's own pods send the app's keys nowhere else either.
+  expect_fail "is not one the cluster admin allows" "$HS_PLUGIN" -n "$ns" backups elsewhere
+  [[ -z $(kubectl -n "$ns" get pods -o name) ]] || { kubectl -n "$ns" get pods; return 1; }
   store_app "$ns" listed tenant-a s3
   wait_for "listed Ready" 120 app_ready "$ns" listed
   [[ $(request "$ns" listed backup) == Succeeded ]]
+  "$HS_PLUGIN" -n "$ns" backups listed >/dev/null
 }
 
 # The plugin's whole job on a store: back up, list, describe, verify, restore an older

@@ -1,8 +1,10 @@
 //! The HelloStateful API: the custom resource, its defaults, the names and labels of its
-//! children, the on-demand annotation keys, and the data mover's summaries. The plugin and
-//! the reconciler both build on this crate and on nothing of each other.
+//! children, the on-demand annotation keys, the data mover's summaries, and the object store
+//! endpoints an admin allows. The plugin and the reconciler both build on this crate and on
+//! nothing of each other.
 
 pub mod defaults;
+pub mod endpoints;
 pub mod names;
 mod resource;
 pub mod summary;

@@ -227,7 +227,12 @@ runs the reconciler's image (or --image) in the app's namespace, then deletes it
 mounts only a claim: for a node directory the app's own backup claim backups-NAME (which \
 outlives the app, so this works after the app is deleted too, on the node that holds the \
 backups), else the backup PersistentVolumeClaim. Without a backup claim no backup was ever \
-made, and nothing is run.",
+made, and nothing is run. For an object store the pod mounts nothing and gets the keys of the \
+app's Secret: it runs only if the endpoint is one the cluster admin allows, read from the \
+objectStoreEndpoints of ConfigMap hellostateful-system/hellostateful-settings (empty: any; \
+else the same text, trailing '/' aside). When that ConfigMap cannot be read (it does not \
+exist, or you may not get it), no pod is run against an object store: ask the admin for \
+`get` on it.",
         after_help = "Examples:
   kubectl hellostateful backups hello
   kubectl hellostateful backups hello -o json
@@ -242,7 +247,8 @@ made, and nothing is run.",
     #[command(
         long_about = "Recompute the checksum of every file of one backup (default: the \
 newest) and compare it with the backup's sealed manifest, in a short-lived pod in the app's \
-namespace (as `backups` runs). Prints each damaged, missing or unexpected file and exits 1 if \
+namespace (as `backups` runs, and against an object store only one the cluster admin allows, \
+checked as `backups` does). Prints each damaged, missing or unexpected file and exits 1 if \
 there is any; exits 0 when every file matches. A restore runs the same check before it \
 touches live data.",
         after_help = "Examples:
@@ -317,21 +323,28 @@ as `kubectl exec NAME-0 -c app -- tail` would.",
     #[command(
         long_about = "Install (or upgrade) the HelloStateful CRD, the reconciler's namespace \
 hellostateful-system, its RBAC, its settings (ConfigMap hellostateful-settings: the node \
-directories where backups may live and the image of backup and restore Jobs), a \
-ValidatingAdmissionPolicy that holds the reconciler to those settings (Kubernetes 1.30 or \
-later), and its Deployment, from manifests embedded in this binary, by server-side apply \
-(field manager kubectl-hellostateful). Only the cluster admin chooses node paths: an app's \
-backups go to <root>/<namespace>/<name> under one of the allowed roots. An upgrade without \
---backup-roots keeps the roots the cluster has, and every upgrade keeps the settings' \
-moverStartSeconds. Waits for the CRD to be established and for \
-the reconciler to be available (--wait=false returns once applied); exits non-zero with the \
-pod's own reason when it cannot start, such as an image the nodes cannot pull. Prints the \
-allowed backup roots and the image.",
+directories where backups may live, the object store endpoints they may go to, and the image \
+of backup and restore Jobs), a ValidatingAdmissionPolicy that holds the reconciler to those \
+settings (Kubernetes 1.30 or later), and its Deployment, from manifests embedded in this \
+binary, by server-side apply (field manager kubectl-hellostateful). Only the cluster admin \
+chooses node paths: an app's backups go to <root>/<namespace>/<name> under one of the \
+allowed roots. --object-store-endpoints lists the object stores an app's spec may name \
+(each matches only as the same text, trailing '/' aside: scheme, host and port must all be \
+the same); by default any, so a tenant may send its keys and data anywhere: on a cluster \
+shared with untrusted tenants, list them. The reconciler refuses an app naming another store, \
+and this plugin runs no pod against one. An upgrade without --backup-roots or \
+--object-store-endpoints keeps what the cluster has, and every upgrade keeps the settings' \
+moverStartSeconds; a change of the settings restarts the reconciler. Waits for the CRD to be \
+established and for the reconciler to be available (--wait=false returns once applied); exits \
+non-zero with the pod's own reason when it cannot start, such as an image the nodes cannot \
+pull. Prints the allowed backup roots and object store endpoints, and the image.",
         after_help = "Examples:
   kubectl hellostateful install
   kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.1.0
   # Allow backups under two node directories
   kubectl hellostateful install --backup-roots /tmp/backup,/srv/backups
+  # Allow only these object stores (\"\" allows any again)
+  kubectl hellostateful install --object-store-endpoints https://s3.example.com,http://minio.storage:9000
   # Print the manifests instead
   kubectl hellostateful install --dry-run -o yaml"
     )]
@@ -624,6 +637,11 @@ pub struct InstallArgs {
     /// settings' backupRoots; default: keep the cluster's, else /tmp/backup)
     #[arg(long, value_name = "DIR[,DIR...]", value_parser = crate::install::parse_backup_roots)]
     pub backup_roots: Option<crate::install::BackupRoots>,
+    /// Object store endpoints an app's spec.backup.target.objectStore may name,
+    /// comma-separated http(s)://host[:port] (the settings' objectStoreEndpoints; "" allows
+    /// any; default: keep the cluster's, else any)
+    #[arg(long, value_name = "URL[,URL...]", value_parser = crate::install::parse_object_store_endpoints)]
+    pub object_store_endpoints: Option<crate::install::ObjectStoreEndpoints>,
     /// client (the default when given bare): print the manifests; server: apply with dryRun=All
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
           default_missing_value = "client", default_value = "none")]

@@ -122,6 +122,37 @@ pub fn parse_backup_roots(text: &str) -> Result<BackupRoots, String> {
     Ok(BackupRoots(roots))
 }
 
+/// The object store endpoints a spec may name, as `install --object-store-endpoints` takes
+/// them; none: any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectStoreEndpoints(Vec<String>);
+
+impl fmt::Display for ObjectStoreEndpoints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
+
+/// Parses `URL[,URL...]`, each `http(s)://host[:port]` as a spec's endpoint must be (a typo
+/// would otherwise refuse every store, silently); an empty value allows any endpoint.
+pub fn parse_object_store_endpoints(text: &str) -> Result<ObjectStoreEndpoints, String> {
+    if text.trim().is_empty() {
+        return Ok(ObjectStoreEndpoints(Vec::new()));
+    }
+    match text
+        .split(',')
+        .map(str::trim)
+        .find(|endpoint| !hellostateful_api::endpoints::is_endpoint(endpoint))
+    {
+        Some(bad) => Err(format!(
+            "{bad:?} is not an object store endpoint like https://s3.example.com or http://minio:9000 (scheme, host and maybe a port; no path)"
+        )),
+        None => Ok(ObjectStoreEndpoints(hellostateful_api::endpoints::parse(
+            text,
+        ))),
+    }
+}
+
 /// Whether one of two clean paths is the other or lies under it.
 fn nested(a: &str, b: &str) -> bool {
     let under = |inner: &str, outer: &str| {
@@ -134,8 +165,9 @@ fn nested(a: &str, b: &str) -> bool {
 
 /// Every embedded object. `image` replaces the reconciler's image, which is also the only
 /// image backup and restore Jobs may run (`moverImage`); `settings` replace those keys of
-/// the settings ConfigMap (`backupRoots`, the node directories the admin allows, and the
-/// others the admin may have changed: see [`KEPT_SETTINGS`]).
+/// the settings ConfigMap (`backupRoots`, the node directories the admin allows,
+/// `objectStoreEndpoints`, and the others the admin may have changed: see
+/// [`KEPT_SETTINGS`]).
 pub fn documents(
     image: Option<&str>,
     settings: &BTreeMap<String, String>,
@@ -245,13 +277,29 @@ async fn api_for(client: &Client, doc: &Value) -> Result<Option<Api<DynamicObjec
     }))
 }
 
-/// Settings an upgrade keeps as the cluster has them (the admin may have changed them), when
-/// no flag sets them: the node directories backups may go to, and how long a mover pod may
-/// take to start.
-pub const KEPT_SETTINGS: [&str; 2] = ["backupRoots", "moverStartSeconds"];
+/// The settings key of the object store endpoints a spec may name (empty: any), which the
+/// reconciler and the plugin's own pods obey.
+pub const OBJECT_STORE_ENDPOINTS: &str = "objectStoreEndpoints";
 
-/// The settings of [`KEPT_SETTINGS`] the cluster has now (those not empty).
-async fn current_settings(client: &Client) -> Result<BTreeMap<String, String>, CliError> {
+/// Settings an upgrade keeps as the cluster has them (the admin may have changed them), when
+/// no flag sets them: the node directories backups may go to, how long a mover pod may take
+/// to start, and the object stores a spec may name.
+pub const KEPT_SETTINGS: [&str; 3] = ["backupRoots", "moverStartSeconds", OBJECT_STORE_ENDPOINTS];
+
+/// The settings the flags of `install` set.
+fn flag_settings(args: &InstallArgs) -> BTreeMap<String, String> {
+    let mut settings = BTreeMap::new();
+    if let Some(roots) = &args.backup_roots {
+        settings.insert("backupRoots".to_string(), roots.to_string());
+    }
+    if let Some(endpoints) = &args.object_store_endpoints {
+        settings.insert(OBJECT_STORE_ENDPOINTS.to_string(), endpoints.to_string());
+    }
+    settings
+}
+
+/// The settings ConfigMap's data the cluster has now (none before the first install).
+async fn cluster_settings(client: &Client) -> Result<BTreeMap<String, String>, CliError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let settings = api.get_opt(SETTINGS).await.map_err(|e| {
         explain(
@@ -259,20 +307,56 @@ async fn current_settings(client: &Client) -> Result<BTreeMap<String, String>, C
             &Action::new("get", format!("configmap {SYSTEM_NAMESPACE}/{SETTINGS}")),
         )
     })?;
-    let mut data = settings.and_then(|c| c.data).unwrap_or_default();
-    data.retain(|key, value| KEPT_SETTINGS.contains(&key.as_str()) && !value.trim().is_empty());
-    Ok(data)
+    Ok(settings.and_then(|c| c.data).unwrap_or_default())
+}
+
+/// What an install writes into the settings: those of [`KEPT_SETTINGS`] the cluster has
+/// (not empty), each replaced by its flag when one is given; and the keys kept from the
+/// cluster, to say so.
+pub fn settings_to_apply(
+    mut cluster: BTreeMap<String, String>,
+    mut flags: BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    cluster.retain(|key, value| KEPT_SETTINGS.contains(&key.as_str()) && !value.trim().is_empty());
+    let kept = cluster
+        .keys()
+        .filter(|key| !flags.contains_key(*key))
+        .cloned()
+        .collect();
+    // A flag wins over what the cluster has.
+    cluster.append(&mut flags);
+    (cluster, kept)
+}
+
+/// What `install` prints: the settings that decide where backups may go, and the image.
+pub fn summary(docs: &[Value], kept: &[String]) -> String {
+    let note = |key: &str, flag: &str| {
+        if kept.iter().any(|k| k == key) {
+            format!(" (kept from the cluster; change with {flag})")
+        } else {
+            String::new()
+        }
+    };
+    let endpoints = setting(docs, OBJECT_STORE_ENDPOINTS).unwrap_or_default();
+    let endpoints = if hellostateful_api::endpoints::parse(endpoints).is_empty() {
+        "any (restrict them with --object-store-endpoints on a cluster shared with untrusted tenants)".to_string()
+    } else {
+        printable(endpoints).into_owned()
+    };
+    format!(
+        "backup roots allowed on nodes: {}{}\nobject store endpoints allowed: {endpoints}{}\nreconciler and backup/restore image: {}\n",
+        printable(setting(docs, "backupRoots").unwrap_or_default()),
+        note("backupRoots", "--backup-roots"),
+        note(OBJECT_STORE_ENDPOINTS, "--object-store-endpoints"),
+        printable(setting(docs, "moverImage").unwrap_or_default())
+    )
 }
 
 /// `install`.
 pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> {
-    let roots_flag = args.backup_roots.as_ref().map(ToString::to_string);
-    let mut settings = BTreeMap::new();
-    if let Some(roots) = &roots_flag {
-        settings.insert("backupRoots".to_string(), roots.clone());
-    }
+    let flags = flag_settings(args);
     if args.dry_run == DryRun::Client {
-        let docs = documents(args.image.as_deref(), &settings)?;
+        let docs = documents(args.image.as_deref(), &flags)?;
         return match ctx.output() {
             OutputFormat::Json => to_json(&crate::output::list_of(docs)),
             OutputFormat::Name => Ok(docs
@@ -290,11 +374,8 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         };
     }
     let kube = ctx.connect().await?;
-    let mut current = current_settings(&kube.client).await?;
-    let kept = roots_flag.is_none() && current.contains_key("backupRoots");
-    // A flag wins over what the cluster has.
-    current.append(&mut settings);
-    let docs = documents(args.image.as_deref(), &current)?;
+    let (settings, kept) = settings_to_apply(cluster_settings(&kube.client).await?, flags);
+    let docs = documents(args.image.as_deref(), &settings)?;
     // Every kind is looked up before anything is applied: a cluster that lacks one (the
     // admission policy needs Kubernetes 1.30) gets nothing half-installed.
     let mut apis = Vec::with_capacity(docs.len());
@@ -346,16 +427,7 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         wait_available(ctx, &kube.client, args.timeout).await?;
         eprintln!("{}", ctx.style.good("reconciler is available"));
     }
-    Ok(format!(
-        "backup roots allowed on nodes: {}{}\nreconciler and backup/restore image: {}\n",
-        printable(setting(&docs, "backupRoots").unwrap_or_default()),
-        if kept {
-            " (kept from the cluster; change with --backup-roots)"
-        } else {
-            ""
-        },
-        printable(setting(&docs, "moverImage").unwrap_or_default())
-    ))
+    Ok(summary(&docs, &kept))
 }
 
 async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Result<(), CliError> {
@@ -742,6 +814,114 @@ mod tests {
         );
         assert_eq!(setting(&docs, "backupRoots"), Some("/tmp/backup"));
         assert_eq!(Some(default_image().as_str()), setting(&docs, "moverImage"));
+    }
+
+    #[test]
+    fn an_install_keeps_what_the_admin_changed_unless_a_flag_sets_it() {
+        let cluster = BTreeMap::from([
+            ("backupRoots".to_string(), "/srv/b".to_string()),
+            (
+                OBJECT_STORE_ENDPOINTS.to_string(),
+                "https://s3.example.com".to_string(),
+            ),
+            ("moverStartSeconds".to_string(), " ".to_string()),
+            ("moverImage".to_string(), "old:1".to_string()),
+        ]);
+        let (settings, kept) = settings_to_apply(cluster.clone(), BTreeMap::new());
+        assert_eq!(
+            settings,
+            BTreeMap::from([
+                ("backupRoots".to_string(), "/srv/b".to_string()),
+                (
+                    OBJECT_STORE_ENDPOINTS.to_string(),
+                    "https://s3.example.com".to_string()
+                ),
+            ]),
+            "an empty value is not kept, and the image is the install's"
+        );
+        assert_eq!(kept, ["backupRoots", OBJECT_STORE_ENDPOINTS]);
+        let docs = documents(None, &settings).unwrap();
+        assert_eq!(
+            setting(&docs, OBJECT_STORE_ENDPOINTS),
+            Some("https://s3.example.com")
+        );
+
+        // An empty flag is a choice too: any endpoint again.
+        let flags = BTreeMap::from([(OBJECT_STORE_ENDPOINTS.to_string(), String::new())]);
+        let (settings, kept) = settings_to_apply(cluster, flags);
+        assert_eq!(settings[OBJECT_STORE_ENDPOINTS], "");
+        assert_eq!(kept, ["backupRoots"]);
+        let docs = documents(None, &settings).unwrap();
+        assert_eq!(setting(&docs, OBJECT_STORE_ENDPOINTS), Some(""));
+    }
+
+    #[test]
+    fn the_reconciler_reads_the_endpoints_from_the_settings_which_by_default_allow_any() {
+        let docs = documents(None, &BTreeMap::new()).unwrap();
+        assert_eq!(setting(&docs, OBJECT_STORE_ENDPOINTS), Some(""));
+        let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+        let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap();
+        let var = env
+            .iter()
+            .find(|v| v["name"] == "HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS")
+            .expect("the reconciler's endpoints come from the settings");
+        assert_eq!(
+            var["valueFrom"]["configMapKeyRef"],
+            json!({"name": SETTINGS, "key": OBJECT_STORE_ENDPOINTS, "optional": true})
+        );
+    }
+
+    #[test]
+    fn the_summary_says_which_endpoints_are_allowed_and_what_was_kept() {
+        let default = summary(&documents(None, &BTreeMap::new()).unwrap(), &[]);
+        assert!(
+            default.contains(
+                "object store endpoints allowed: any (restrict them with --object-store-endpoints"
+            ),
+            "{default}"
+        );
+        let listed = BTreeMap::from([(
+            OBJECT_STORE_ENDPOINTS.to_string(),
+            "https://s3.example.com".to_string(),
+        )]);
+        let docs = documents(None, &listed).unwrap();
+        let kept = summary(&docs, &[OBJECT_STORE_ENDPOINTS.to_string()]);
+        assert!(
+            kept.contains(
+                "object store endpoints allowed: https://s3.example.com (kept from the cluster; change with --object-store-endpoints)"
+            ) && kept.starts_with("backup roots allowed on nodes: /tmp/backup\n"),
+            "{kept}"
+        );
+    }
+
+    #[test]
+    fn object_store_endpoints_are_http_or_https_hosts_and_empty_allows_any() {
+        assert_eq!(
+            parse_object_store_endpoints(" https://s3.example.com/ , http://minio:9000")
+                .map(|e| e.to_string()),
+            Ok("https://s3.example.com,http://minio:9000".to_string())
+        );
+        assert_eq!(
+            parse_object_store_endpoints(" ").map(|e| e.to_string()),
+            Ok(String::new())
+        );
+        for bad in [
+            "s3.example.com",
+            "https://s3.example.com,",
+            "https://s3.example.com/bucket",
+            "ftp://s3.example.com",
+            ",",
+        ] {
+            match parse_object_store_endpoints(bad) {
+                Ok(endpoints) => panic!("{bad:?} accepted as {endpoints}"),
+                Err(message) => assert!(
+                    message.contains("is not an object store endpoint like https://"),
+                    "{bad:?}: {message}"
+                ),
+            }
+        }
     }
 
     #[test]

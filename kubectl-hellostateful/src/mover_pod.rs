@@ -1,19 +1,21 @@
 //! The short-lived pod that runs the data mover (the reconciler's image) on an app's
 //! backups for `backups`, `backups describe|delete` and `verify`, then is deleted. It mounts
 //! claims only, so it passes Pod Security baseline, and runs as the user who asked: it can
-//! reach nothing of the namespace that the user cannot.
+//! reach nothing of the namespace that the user cannot. Against an object store it carries
+//! the app's keys, so it runs only for an endpoint the cluster admin allows.
 
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use hellostateful_api::{ObjectStoreTarget, ResolvedTarget, names};
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use hellostateful_api::{ObjectStoreTarget, ResolvedTarget, endpoints, names};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use serde_json::json;
 
-use crate::context::{Ctx, Kube};
+use crate::context::{Ctx, Kube, SYSTEM_NAMESPACE};
 use crate::error::{Action, CliError, explain};
+use crate::install::{OBJECT_STORE_ENDPOINTS, SETTINGS};
 use crate::output::printable;
 
 /// How long the pod may take, from creation to exit (a verify hashes every byte).
@@ -266,6 +268,64 @@ pub async fn locate(kube: &Kube, name: &str) -> Result<Option<Source>, CliError>
     Ok(backup_claim_readable(&kube.namespace, name, claim.as_ref())?.then_some(source))
 }
 
+/// The cluster admin's settings ConfigMap, None when it does not exist.
+async fn admin_settings(kube: &Kube) -> Result<Option<ConfigMap>, CliError> {
+    let api: Api<ConfigMap> = Api::namespaced(kube.client.clone(), SYSTEM_NAMESPACE);
+    api.get_opt(SETTINGS).await.map_err(|e| {
+        explain(
+            e,
+            &Action::new("get", format!("configmap {SYSTEM_NAMESPACE}/{SETTINGS}")),
+        )
+    })
+}
+
+/// Refuses a store the cluster admin does not allow, before a pod sends the keys of `app`
+/// (`namespace/name`) to it: the reconciler's rule, on the settings' objectStoreEndpoints
+/// (absent or empty: any). `settings` is the ConfigMap as read; when it does not exist or
+/// could not be read, what is allowed is unknown and nothing runs (fail closed).
+pub fn check_endpoint(
+    app: &str,
+    store: &ObjectStoreTarget,
+    settings: Result<Option<ConfigMap>, CliError>,
+) -> Result<(), CliError> {
+    let unknown = |why: String| {
+        CliError::Failed(format!(
+            "cannot tell which object store endpoints the cluster admin allows: {why}; refusing to run a pod that would send the keys of {app} to {:?}",
+            store.endpoint
+        ))
+    };
+    let settings = match settings {
+        Ok(Some(settings)) => settings,
+        Ok(None) => {
+            return Err(unknown(format!(
+                "configmap {SYSTEM_NAMESPACE}/{SETTINGS} does not exist (is the reconciler installed? `kubectl hellostateful install`)"
+            )));
+        }
+        Err(forbidden @ CliError::Forbidden { .. }) => {
+            return Err(unknown(format!(
+                "{forbidden} (ask the cluster admin for `get` on configmap {SETTINGS} in namespace {SYSTEM_NAMESPACE})"
+            )));
+        }
+        Err(other) => return Err(unknown(other.to_string())),
+    };
+    let allowed = endpoints::parse(
+        settings
+            .data
+            .as_ref()
+            .and_then(|data| data.get(OBJECT_STORE_ENDPOINTS))
+            .map_or("", String::as_str),
+    );
+    if endpoints::allows(&allowed, &store.endpoint) {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "the object store endpoint {:?} of {app} (spec.backup.target.objectStore.endpoint) is not one the cluster admin allows ({}): no pod was run and its keys were sent nowhere",
+            store.endpoint,
+            allowed.join(", ")
+        )))
+    }
+}
+
 /// How the pod ended.
 pub enum Ended {
     /// It ran: whether it succeeded, and its log (the mover's JSON is the last line).
@@ -283,6 +343,10 @@ pub async fn run(
     task: &Task,
     image: Option<&str>,
 ) -> Result<Ended, CliError> {
+    if let Source::ObjectStore(store) = source {
+        let app = format!("{}/{name}", kube.namespace);
+        check_endpoint(&app, store, admin_settings(kube).await)?;
+    }
     let image = match image {
         Some(image) => image.to_string(),
         None => kube
@@ -555,6 +619,100 @@ mod tests {
         assert!(
             error.contains("the backup claim default/backups-hello is Pending, not Bound"),
             "{error}"
+        );
+    }
+
+    fn store(endpoint: &str) -> ObjectStoreTarget {
+        ObjectStoreTarget {
+            endpoint: endpoint.into(),
+            bucket: "backups".into(),
+            credentials_secret: "s3".into(),
+            ..Default::default()
+        }
+    }
+
+    /// The admin's settings ConfigMap, with `objectStoreEndpoints` when given.
+    fn settings(endpoints: Option<&str>) -> Result<Option<ConfigMap>, CliError> {
+        let mut data = std::collections::BTreeMap::from([(
+            "backupRoots".to_string(),
+            "/tmp/backup".to_string(),
+        )]);
+        if let Some(endpoints) = endpoints {
+            data.insert(OBJECT_STORE_ENDPOINTS.to_string(), endpoints.to_string());
+        }
+        Ok(Some(ConfigMap {
+            data: Some(data),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn a_pod_runs_against_an_object_store_only_when_the_admin_allows_its_endpoint() {
+        let allowed = || settings(Some("https://s3.example.com, http://minio:9000"));
+        for endpoint in [
+            "https://s3.example.com",
+            "https://s3.example.com/",
+            "http://minio:9000",
+        ] {
+            assert!(
+                check_endpoint("default/hello", &store(endpoint), allowed()).is_ok(),
+                "{endpoint}"
+            );
+        }
+        for endpoint in [
+            "https://s3.example.com.evil.io",
+            "http://s3.example.com",
+            "https://minio:9000",
+        ] {
+            let error = check_endpoint("default/hello", &store(endpoint), allowed())
+                .expect_err(endpoint)
+                .to_string();
+            assert!(
+                error.contains(&format!("{endpoint:?} of default/hello"))
+                    && error.contains("(https://s3.example.com, http://minio:9000)")
+                    && error.contains("no pod was run"),
+                "{error}"
+            );
+        }
+        // No list, or an empty one: any endpoint, as the reconciler allows.
+        for any in [settings(None), settings(Some(" "))] {
+            assert!(
+                check_endpoint("default/hello", &store("https://anywhere.example"), any).is_ok()
+            );
+        }
+    }
+
+    #[test]
+    fn without_the_admins_settings_no_pod_runs_against_an_object_store() {
+        let refused = |settings| {
+            check_endpoint("default/hello", &store("https://s3.example.com"), settings)
+                .expect_err("unknown settings")
+                .to_string()
+        };
+        let missing = refused(Ok(None));
+        assert!(
+            missing.contains("configmap hellostateful-system/hellostateful-settings does not exist")
+                && missing.contains(
+                    "refusing to run a pod that would send the keys of default/hello to \"https://s3.example.com\""
+                ),
+            "{missing}"
+        );
+        let forbidden = refused(Err(CliError::Forbidden {
+            verb: "get".into(),
+            resource: "configmap hellostateful-system/hellostateful-settings".into(),
+            message: "configmaps \"hellostateful-settings\" is forbidden".into(),
+        }));
+        assert!(
+            forbidden.contains("is forbidden")
+                && forbidden.contains("ask the cluster admin for `get` on configmap")
+                && forbidden.contains("refusing to run a pod"),
+            "{forbidden}"
+        );
+        let unreachable = refused(Err(CliError::Failed("connection refused".into())));
+        assert!(
+            unreachable.contains("connection refused")
+                && unreachable.contains("refusing to run a pod"),
+            "{unreachable}"
         );
     }
 

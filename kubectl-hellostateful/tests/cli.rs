@@ -463,6 +463,47 @@ fn backups_without_a_backup_claim_says_none_were_made_and_runs_no_pod() {
 }
 
 #[test]
+fn backups_in_a_store_the_admin_does_not_allow_are_refused_before_any_pod_is_made() {
+    let api = healthy();
+    for command in [
+        &["backups", "offsite"][..],
+        &["verify", "offsite"],
+        &["backups", "describe", "offsite", "latest"],
+        &["backups", "delete", "offsite", "20261129T145500Z", "--yes"],
+    ] {
+        let out = plugin(&api.kubeconfig, command);
+        assert_eq!(out.status.code(), Some(1), "{command:?}");
+        assert!(
+            text(&out.stderr).contains(
+                "the object store endpoint \"https://s3.example.com.evil.io\" of default/offsite (spec.backup.target.objectStore.endpoint) is not one the cluster admin allows (https://s3.example.com): no pod was run"
+            ),
+            "{command:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let requests = api.requests();
+    assert!(
+        requests.iter().any(|r| r.0 == "GET"
+            && r.1.starts_with(
+                "/api/v1/namespaces/hellostateful-system/configmaps/hellostateful-settings"
+            )),
+        "{requests:?}"
+    );
+    assert!(requests.iter().all(|r| r.0 != "POST"), "{requests:?}");
+
+    // The store the admin allows gets as far as making the pod (which the fake refuses).
+    let out = plugin(&api.kubeconfig, &["backups", "onsite"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        api.requests()
+            .iter()
+            .any(|r| r.0 == "POST" && r.1.starts_with("/api/v1/namespaces/default/pods")),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn install_dry_run_shows_the_settings_with_the_roots_and_image() {
     let refusing = refusing_kubeconfig();
     let out = plugin(
@@ -476,6 +517,8 @@ fn install_dry_run_shows_the_settings_with_the_roots_and_image() {
             "registry.example.com/hs:2",
             "--backup-roots",
             "/tmp/backup,/srv/backups",
+            "--object-store-endpoints",
+            "https://s3.example.com/, http://minio:9000",
         ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -486,6 +529,10 @@ fn install_dry_run_shows_the_settings_with_the_roots_and_image() {
         .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "hellostateful-settings")
         .expect("the settings");
     assert_eq!(settings["data"]["backupRoots"], "/tmp/backup,/srv/backups");
+    assert_eq!(
+        settings["data"]["objectStoreEndpoints"],
+        "https://s3.example.com,http://minio:9000"
+    );
     assert_eq!(settings["data"]["moverImage"], "registry.example.com/hs:2");
     for kind in [
         "ValidatingAdmissionPolicy",
@@ -499,6 +546,28 @@ fn install_dry_run_shows_the_settings_with_the_roots_and_image() {
         text(&out.stdout).contains("backupRoots: /tmp/backup"),
         "{}",
         text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("objectStoreEndpoints: ''")
+            || text(&out.stdout).contains("objectStoreEndpoints: \"\""),
+        "by default any endpoint: {}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn object_store_endpoints_are_refused_unless_scheme_and_host() {
+    let refusing = refusing_kubeconfig();
+    let out = plugin(
+        &refusing,
+        &["install", "--object-store-endpoints", "s3.example.com"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("\"s3.example.com\" is not an object store endpoint like https://"),
+        "{}",
+        text(&out.stderr)
     );
 }
 

@@ -38,14 +38,10 @@ pub enum LocationError {
     EndpointNotAllowed { endpoint: String, allowed: String },
 }
 
-/// Parses the admin's comma-separated object store endpoints (empty: any endpoint).
+/// Parses the admin's comma-separated object store endpoints (empty: any endpoint), as the
+/// plugin does (one rule, in the API crate).
 pub fn parse_endpoints(setting: &str) -> Vec<String> {
-    setting
-        .split(',')
-        .map(|e| e.trim().trim_end_matches('/'))
-        .filter(|e| !e.is_empty())
-        .map(str::to_string)
-        .collect()
+    hellostateful_api::endpoints::parse(setting)
 }
 
 /// Parses the admin's comma-separated backup roots; the first is the default.
@@ -82,8 +78,8 @@ pub fn resolve(
     match (spec.backup_target(), wants_node_path) {
         (ResolvedTarget::Claim(claim), _) => Ok(BackupLocation::Claim(claim)),
         (ResolvedTarget::ObjectStore(store), _) => {
-            let endpoint = store.endpoint.trim_end_matches('/');
-            if endpoints.is_empty() || endpoints.iter().any(|e| e == endpoint) {
+            // One rule with the plugin's: exact text, trailing '/' aside.
+            if hellostateful_api::endpoints::allows(endpoints, &store.endpoint) {
                 Ok(BackupLocation::ObjectStore(store))
             } else {
                 Err(LocationError::EndpointNotAllowed {
@@ -164,6 +160,24 @@ mod tests {
                 && error.to_string().contains("nothing is sent"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_look_alike_of_an_allowed_endpoint_is_refused() {
+        let allowed = parse_endpoints("https://s3.example.com");
+        for endpoint in ["https://s3.example.com.evil.io", "http://s3.example.com"] {
+            let store = spec(json!({"backup": {"target": {"objectStore": {
+                "endpoint": endpoint, "bucket": "backups", "credentialsSecret": "s3"
+            }}}}));
+            assert_eq!(
+                resolve(&store, &roots(), &allowed),
+                Err(LocationError::EndpointNotAllowed {
+                    endpoint: endpoint.to_string(),
+                    allowed: "https://s3.example.com".to_string(),
+                }),
+                "{endpoint}"
+            );
+        }
     }
 
     #[test]

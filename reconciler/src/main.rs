@@ -86,8 +86,9 @@ struct RunArgs {
     )]
     backup_roots: String,
     /// Object store endpoints (https://host[:port]) a HelloStateful's
-    /// spec.backup.target.objectStore may name, separated by commas; empty (the default):
-    /// any. The keys always come from a Secret of the app's own namespace.
+    /// spec.backup.target.objectStore may name, separated by commas (the settings'
+    /// objectStoreEndpoints); empty (the default): any. An endpoint matches only as the same
+    /// text, trailing '/' aside. The keys always come from a Secret of the app's own namespace.
     #[arg(long, env = "HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS", default_value = "")]
     object_store_endpoints: String,
     /// How long a backup or restore Job's pod may fail to start (no node for it, an image
@@ -222,6 +223,8 @@ fn init_logging(json: bool) {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let backup_roots = hellostateful_reconciler::location::parse_roots(&args.backup_roots)
         .context("reading --backup-roots (HELLOSTATEFUL_BACKUP_ROOTS)")?;
+    let object_store_endpoints =
+        hellostateful_reconciler::location::parse_endpoints(&args.object_store_endpoints);
     let mut config = kube::Config::infer()
         .await
         .context("reading the Kubernetes config (in-cluster, or the current kubeconfig)")?;
@@ -271,7 +274,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         election.acquire().await;
     }
     health.ready.store(true, Ordering::Relaxed);
-    info!(mover_image = %args.mover_image, backup_roots = %backup_roots.join(","), "reconciling HelloStateful apps");
+    // Said at start: an admin reading the log sees whether tenants may name any store.
+    let endpoints_allowed = match object_store_endpoints.join(",") {
+        none if none.is_empty() => "any".to_string(),
+        listed => listed,
+    };
+    info!(
+        mover_image = %args.mover_image,
+        backup_roots = %backup_roots.join(","),
+        object_store_endpoints = %endpoints_allowed,
+        "reconciling HelloStateful apps"
+    );
     let (cache, writers) = Cache::new();
     let ctx = Context::new(
         client,
@@ -279,9 +292,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Settings {
             mover_image: args.mover_image,
             backup_roots,
-            object_store_endpoints: hellostateful_reconciler::location::parse_endpoints(
-                &args.object_store_endpoints,
-            ),
+            object_store_endpoints,
         },
         cache,
     )

@@ -13,6 +13,15 @@ pub const APPS: &str =
     "/apis/hello-stateful.example.com/v1alpha1/namespaces/default/hellostatefuls";
 pub const RECONCILER: &str =
     "/apis/apps/v1/namespaces/hellostateful-system/deployments/hellostateful-reconciler";
+const SETTINGS: &str = "/api/v1/namespaces/hellostateful-system/configmaps/hellostateful-settings";
+/// The one object store endpoint the fake cluster's admin allows.
+const ALLOWED_STORE: &str = "https://s3.example.com";
+/// Apps that are not listed but can be read: their backups are in an object store, one the
+/// admin allows (`onsite`) and a look-alike of it (`offsite`).
+const STORE_APPS: [(&str, &str); 2] = [
+    ("onsite", ALLOWED_STORE),
+    ("offsite", "https://s3.example.com.evil.io"),
+];
 
 /// How the fake cluster behaves.
 #[derive(Clone)]
@@ -109,12 +118,18 @@ fn app(name: &str, state: &State, behaviour: &Behaviour) -> Value {
                 json!({"token": token, "phase": phase, "backupId": "20261129T145500Z"});
         }
     }
+    let mut spec =
+        json!({"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"});
+    if let Some((_, endpoint)) = STORE_APPS.iter().find(|(app, _)| *app == name) {
+        spec["backup"] = json!({"target": {"objectStore": {"endpoint": endpoint,
+            "bucket": "backups", "credentialsSecret": "s3"}}});
+    }
     json!({
         "apiVersion": "hello-stateful.example.com/v1alpha1",
         "kind": "HelloStateful",
         "metadata": {"name": name, "namespace": "default", "generation": 1, "uid": "u1",
                      "creationTimestamp": "2026-11-29T12:00:00Z", "annotations": state.annotations},
-        "spec": {"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"},
+        "spec": spec,
         "status": status
     })
 }
@@ -174,6 +189,14 @@ fn route(
             "status": {"availableReplicas": 1, "replicas": 1}}),
         );
     }
+    if path == SETTINGS {
+        return (
+            200,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hellostateful-settings", "namespace": "hellostateful-system"},
+            "data": {"backupRoots": "/tmp/backup", "objectStoreEndpoints": ALLOWED_STORE}}),
+        );
+    }
     if let Some(rest) = path.strip_prefix(APPS) {
         if !behaviour.crd {
             return no_resource();
@@ -190,7 +213,9 @@ fn route(
                 "kind": "HelloStatefulList", "metadata": {"resourceVersion": "1"}, "items": items}),
             );
         }
-        if (name != "hello" && name != "web") || state.deleted.iter().any(|d| d == name) {
+        let known =
+            ["hello", "web"].contains(&name) || STORE_APPS.iter().any(|(app, _)| *app == name);
+        if !known || state.deleted.iter().any(|d| d == name) {
             return not_found(name);
         }
         if method == "DELETE" {
