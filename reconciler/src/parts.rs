@@ -242,17 +242,17 @@ fn undone(
     let mut start = Vec::new();
     let mut running = false;
     for ordinal in 0..replicas {
-        if state_of(jobs, &names::part(set, ordinal)) != Some(JobState::Succeeded) {
-            continue;
-        }
         let name = names::undo_part(set, ordinal);
         match state_of(jobs, &name) {
-            None => {
+            // Waited for even when its stage part is gone (expired, deleted): it writes the
+            // volume.
+            Some(JobState::Running) => running = true,
+            Some(_) => {}
+            None if state_of(jobs, &names::part(set, ordinal)) == Some(JobState::Succeeded) => {
                 let (set, step) = (set.to_owned(), RestoreStep::Undo);
                 start.push((name, MoverTask::RestorePart { set, ordinal, step }));
             }
-            Some(JobState::Running) => running = true,
-            Some(_) => {}
+            None => {}
         }
     }
     if running || !start.is_empty() {

@@ -95,21 +95,80 @@ pub fn on_demand(
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    let plan =
-        decide(app, location, jobs, initialized, node_unfit, reads, record).map(
-            |plan| match &record.status.unfinished_restore {
-                // Whatever this pass decided of the newest request, an earlier restore that stopped
-                // midway keeps the app from running on its mix of volumes.
-                Some(_) => Plan {
-                    replicas: 0,
-                    ..plan
-                },
-                None => plan,
-            },
-        );
+    let plan = follow_unfinished(app, jobs, reads, record).and_then(|following| {
+        let mut plan = decide(
+            app,
+            location,
+            jobs,
+            initialized,
+            node_unfit,
+            reads,
+            record,
+            following.as_ref().map(|(set, _)| set.clone()),
+        )?;
+        if let Some((_, steps)) = following {
+            plan.swaps.extend(steps);
+        }
+        Ok(plan)
+    });
+    let plan = plan.map(|plan| match &record.status.unfinished_restore {
+        // Whatever this pass decided of the newest request, an earlier restore that stopped
+        // midway, or is still to finish, keeps the app from running on its mix of volumes.
+        Some(_) => Plan {
+            replicas: 0,
+            ..plan
+        },
+        None => plan,
+    });
     decided(plan)
 }
 
+/// The restore recorded as unfinished (`status.unfinishedRestore`), followed to its end
+/// whatever became of its request: a new token, or none, never abandons a set that may be
+/// committed, or is being undone, with some volumes swapped in and others not. Returns its
+/// Job's name and the parts to start while it still runs; once it ended it is forgotten if
+/// it replaced nothing or everything, and kept (the app held) if it stopped midway.
+fn follow_unfinished(
+    app: &AppRef,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+    record: &mut Record,
+) -> Result<Option<(String, Vec<(String, MoverTask)>)>, Unread> {
+    let old = record.status.restore_request.clone();
+    let newest = record.restore_token(app.app);
+    // A request replaced by a new token while its Job exists: recorded before the new
+    // token's acknowledgement replaces the old one, the only other place that names it.
+    if record.status.unfinished_restore.is_none()
+        && let Some(request) = old.filter(|request| !request.phase.is_final())
+        && newest.is_some_and(|token| token != request.token)
+        && let Some(job) = request
+            .job
+            .filter(|name| jobs.iter().any(|j| j.name_any() == *name))
+    {
+        record.status.unfinished_restore = Some(job);
+    }
+    let Some(set) = record.status.unfinished_restore.clone() else {
+        return Ok(None);
+    };
+    // Gone (expired): what it left is unknown, and it stays recorded until a restore succeeds.
+    let Some(job) = jobs.iter().find(|job| job.name_any() == set) else {
+        return Ok(None);
+    };
+    match parts::restore_state(job, jobs, reads)? {
+        (JobState::Running, steps) => return Ok(Some((set, steps))),
+        (JobState::Succeeded, _) => record.status.unfinished_restore = None,
+        (JobState::Failed(reason), _) => {
+            let cause = parts::restore_failure(job, reason, jobs, reads)?;
+            if !cause.contains(hellostateful_mover::SWAP_INTERRUPTED) {
+                // It ended before anything was swapped in: the live data is as it was.
+                record.status.unfinished_restore = None;
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn decide(
     app: &AppRef,
     location: &BackupLocation,
@@ -118,6 +177,7 @@ fn decide(
     node_unfit: Option<&str>,
     reads: &Reads,
     record: &mut Record,
+    unfinished: Option<String>,
 ) -> Result<Plan, Unread> {
     let replicas = app.app.spec.replicas;
     let old = record.status.restore_request.clone();
@@ -128,9 +188,10 @@ fn decide(
         // replaces.
         record.status.unfinished_restore = interrupted.job.clone().or(Some(String::new()));
     }
-    // One restore per app at a time, whatever the tokens: a restore Job that runs keeps the
-    // app stopped even when its request was withdrawn or replaced.
-    let running_restore = running(jobs);
+    // One restore per app at a time, whatever the tokens: a restore Job that runs, or an
+    // unfinished one still to swap in, keeps the app stopped even when its request was
+    // withdrawn or replaced.
+    let running_restore = running(jobs).or(unfinished);
     // A request withdrawn once its Job was made is still followed to its end: a restore in
     // parts swaps its volumes in after its Job ended, and a swap that fails must be
     // recorded, else the app would start on a mix of old and restored volumes.
@@ -158,6 +219,33 @@ fn decide(
         if old.as_ref().is_some_and(interrupted_mid_swap) {
             // Until a new request finishes the swap, some volumes may hold the restored
             // data and others the old: the app must not run on that.
+            return Ok(Plan::runs(0));
+        }
+        if let Some(begun) = old
+            .as_ref()
+            .filter(|request| request.phase == RequestPhase::Running)
+            .and_then(|request| request.job.clone())
+        {
+            // Its Job ran, and is gone (expired while nothing followed it): what it swapped
+            // in is unknown. Held until a restore succeeds, which finishes or undoes it first.
+            let message = format!(
+                "withdrawn after its Job {begun} ran, and that Job is gone: whether every volume \
+                 was swapped in is unknown, so the app stays stopped: request a restore \
+                 (kubectl hellostateful restore {})",
+                app.name
+            );
+            if let Some(old) = &old {
+                record.status.restore_request = Some(request(
+                    &old.token,
+                    RequestPhase::Failed,
+                    Some(&begun),
+                    &message,
+                ));
+            }
+            record.status.unfinished_restore = Some(begun);
+            record
+                .conditions()
+                .set(conditions::RESTORING, false, "RestoreWithdrawn", &message);
             return Ok(Plan::runs(0));
         }
         if let Some(unbegun) = old.filter(|request| !request.phase.is_final()) {
@@ -649,6 +737,46 @@ mod tests {
         let (decision, record) = run(&third, &[done], &reads, still.status);
         assert_eq!(decision.done(), Plan::runs(2));
         assert_eq!(record.status.unfinished_restore, None);
+    }
+
+    #[test]
+    fn a_new_token_between_a_commit_and_its_swaps_waits_for_them_to_be_swapped_in() {
+        let first = app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        let committed =
+            crate::parts::tests::set_job(&set, Component::Restore, true, Some("Complete"));
+        let reads = fixtures::message(&set, r#"{"restored":true,"id":"20261129T150001Z"}"#);
+        let (decision, record) = run(
+            &first,
+            std::slice::from_ref(&committed),
+            &reads,
+            Default::default(),
+        );
+        let plan = decision.done();
+        assert_eq!(plan.swaps.len(), 2, "the swaps are due");
+
+        // Before they are made, the user asks again: the committed set is not abandoned.
+        let second = app(json!({names::RESTORE_REQUESTED: "t2"}));
+        let (decision, record) = run(&second, &[committed], &reads, record.status);
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.start.is_none()), (0, true));
+        assert_eq!(
+            plan.swaps
+                .iter()
+                .map(|(name, _)| name.clone())
+                .collect::<Vec<_>>(),
+            [names::swap_part(&set, 0), names::swap_part(&set, 1)],
+            "the first set's swaps are made before anything of t2"
+        );
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(set.as_str())
+        );
+        let request = record.status.restore_request.expect("t2 acknowledged");
+        assert_eq!(
+            (request.token.as_str(), request.phase),
+            ("t2", RequestPhase::Pending)
+        );
     }
 
     #[test]
