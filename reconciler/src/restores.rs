@@ -22,6 +22,9 @@ use crate::parts;
 use crate::reads::{Decision, Reads, Unread, decided};
 use crate::record::{Record, Tally, request};
 
+/// Jobs to start, each with its task.
+type Steps = Vec<(String, MoverTask)>;
+
 #[derive(Debug, PartialEq)]
 pub struct Plan {
     /// The replicas the app may run.
@@ -133,7 +136,7 @@ fn follow_unfinished(
     jobs: &[Arc<Job>],
     reads: &Reads,
     record: &mut Record,
-) -> Result<Option<(String, Vec<(String, MoverTask)>)>, Unread> {
+) -> Result<Option<(String, Steps)>, Unread> {
     let old = record.status.restore_request.clone();
     let newest = record.restore_token(app.app);
     // A request replaced by a new token while its Job exists: recorded before the new
