@@ -170,7 +170,7 @@ pub fn restore_state(
     let set = job.name_any();
     let replicas = match (count(job), &state) {
         (Some(replicas), JobState::Succeeded) => replicas,
-        (Some(replicas), JobState::Failed(_)) => return Ok(undone(&set, replicas, jobs, state)),
+        (Some(replicas), JobState::Failed(_)) => return undone(&set, replicas, jobs, state, reads),
         _ => return Ok((state, Vec::new())),
     };
     let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
@@ -238,7 +238,8 @@ fn undone(
     replicas: i32,
     jobs: &[Arc<Job>],
     failed: JobState,
-) -> (JobState, Vec<(String, MoverTask)>) {
+    reads: &Reads,
+) -> Result<(JobState, Vec<(String, MoverTask)>), Unread> {
     let mut start = Vec::new();
     let mut running = false;
     for ordinal in 0..replicas {
@@ -247,6 +248,21 @@ fn undone(
             // Waited for even when its stage part is gone (expired, deleted): it writes the
             // volume.
             Some(JobState::Running) => running = true,
+            // The set was committed after all (its Job failed after its last write): only
+            // its swaps finish it, which the next restore makes first.
+            Some(JobState::Failed(reason))
+                if reads
+                    .failure(&name, reason.clone())?
+                    .contains(COMMITTED_AFTER_ALL) =>
+            {
+                let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
+                return Ok((
+                    JobState::Failed(format!(
+                        "{interrupted}: Job {set} failed, yet it committed the restore, as its undo part {name} found"
+                    )),
+                    Vec::new(),
+                ));
+            }
             Some(_) => {}
             None if state_of(jobs, &names::part(set, ordinal)) == Some(JobState::Succeeded) => {
                 let (set, step) = (set.to_owned(), RestoreStep::Undo);
@@ -255,12 +271,15 @@ fn undone(
             None => {}
         }
     }
-    if running || !start.is_empty() {
+    Ok(if running || !start.is_empty() {
         (JobState::Running, start)
     } else {
         (failed, Vec::new())
-    }
+    })
 }
+
+/// What the mover's undo says of a set that was committed (mover `undo_part`).
+const COMMITTED_AFTER_ALL: &str = "was committed: its swap (--swap) finishes it";
 
 /// Whether restore Job `job`, made in parts, began swapping its set in and has not finished
 /// on every volume: some volumes may hold the restored data and others not.
@@ -291,7 +310,10 @@ pub fn restore_failure(
     reads: &Reads,
 ) -> Result<String, Unread> {
     match jobs::state(job) {
-        JobState::Failed(own) => failure(job, own, jobs, reads),
+        // Unless its parts found it committed after all (see `undone`).
+        JobState::Failed(own) if !reason.contains(hellostateful_mover::SWAP_INTERRUPTED) => {
+            failure(job, own, jobs, reads)
+        }
         _ => Ok(reason),
     }
 }

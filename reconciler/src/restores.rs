@@ -979,11 +979,28 @@ mod tests {
             Some("Failed"),
             &labels,
         ));
-        let (decision, record) = run(&app, &jobs, &reads, Default::default());
+        let mut undo_failed = fixtures::message(&stage, "error: no space left on device");
+        undo_failed.add_message(undo.clone(), Some("error: node gone".into()));
+        let (decision, record) = run(&app, &jobs, &undo_failed, Default::default());
         assert_eq!(
             decision.done(),
             Plan::runs(2),
             "the live data was not replaced"
+        );
+        // An undo that found the set committed after all (its Job failed after its last
+        // write): the set is to be swapped in, and the app must not run meanwhile.
+        let mut committed = fixtures::message(&stage, "error: no space left on device");
+        committed.add_message(
+            undo.clone(),
+            Some(format!(
+                "error: usage: app ns1/hello: restore {set} was committed: its swap (--swap) finishes it, not an undo"
+            )),
+        );
+        let (decision, held) = run(&app, &jobs, &committed, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0));
+        assert_eq!(
+            held.status.unfinished_restore.as_deref(),
+            Some(set.as_str())
         );
         let message = record
             .status
