@@ -24,6 +24,8 @@ pub mod reads;
 pub mod record;
 pub mod restores;
 pub mod server;
+#[cfg(test)]
+mod simulation;
 pub mod storage;
 pub mod watch;
 

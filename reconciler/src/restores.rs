@@ -224,10 +224,22 @@ fn decide(
             // data and others the old: the app must not run on that.
             return Ok(Plan::runs(0));
         }
+        // Begun: acknowledged Running, or (a lost status write can leave it Pending) a part
+        // Job of its set is still there.
+        let has_parts = |set: &str| {
+            jobs.iter().any(|job| {
+                job.labels()
+                    .get(names::PART_OF_LABEL)
+                    .is_some_and(|of| of == set)
+            })
+        };
         if let Some(begun) = old
             .as_ref()
-            .filter(|request| request.phase == RequestPhase::Running)
-            .and_then(|request| request.job.clone())
+            .filter(|request| !request.phase.is_final())
+            .and_then(|request| {
+                let job = request.job.clone()?;
+                (request.phase == RequestPhase::Running || has_parts(&job)).then_some(job)
+            })
         {
             // Its Job ran, and is gone (expired while nothing followed it): what it swapped
             // in is unknown. Held until a restore succeeds, which finishes or undoes it first.

@@ -1,0 +1,1717 @@
+//! A deterministic simulation of on-demand restores in parts under real-cluster faults
+//! (issue #33), explored exhaustively by the `stateright` model checker.
+//!
+//! The reconciler is not modelled: each pass runs its real pure decisions, `parts::plan`
+//! (which makes a set's stage parts and lets the set's Job run once they ended) and
+//! `restores::on_demand`, on real Job objects (`children::mover_job`), answers the reads
+//! they ask for from the simulated world, and executes the plan as
+//! `controller::restore_on_demand` does. What is modelled is everything around it: an app
+//! of two replicas on a StorageClass with an object store (restored in parts), its
+//! StatefulSet, the Job controller, the data mover's protocol on the two volumes and the
+//! store (simplified from `mover/src/objstore/restore_parts.rs` and `mover/src/swap.rs`),
+//! the user's tokens, and faults.
+//!
+//! Sections: the world (state), the mover's effects, the model (the reconciler's pass, the
+//! cluster's moves, faults), the invariants, the exhaustive check, and scenarios: named
+//! fault sequences driven step by step through the same model, the last of them replaying
+//! the counterexamples the check found (`#[ignore]`d).
+//!
+//! Fault-free moves (a pass, a pod started or stopped, a Job's mover running to its end) are
+//! always possible, in any order; faults too, up to a budget per run (`HS_SIM_FAULTS`),
+//! which keeps the state space finite and small. Time is not modelled but as a fault: Jobs
+//! expire (their TTL is a day) in the order they ended, only when "a day passes without a
+//! pass" (`Action::Expire`).
+//!
+//! Left out: a backup running beside a restore; the one-pod restore of apps not in parts;
+//! the initial restore; more than two replicas; stale caches (a pass here sees the cluster
+//! as it is, where the real controller decides from its watch caches and reads only pods
+//! and termination messages fresh); a pass that fails midway (only its status write is
+//! lost here); a cordoned node (`node_unfit`); stuck Jobs and their stopping; a running Job
+//! deleted; the mover's failures that are not crashes (no backup, parts staging different
+//! backups); crashes inside a step other than those `Crash` names; a commit's pod lost with
+//! a node. A reconciler restart is no action: a pass starts from the durable state (the
+//! app, its status, the cluster) whatever ran before, so a restart between any two steps
+//! is already covered.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use hellostateful_api::names;
+use hellostateful_api::{HelloStateful, HelloStatefulStatus, RequestPhase, RequestStatus};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Property};
+
+use crate::children::{self, AppRef, MoverTask, RestoreStep};
+use crate::fixtures;
+use crate::location::BackupLocation;
+use crate::parts;
+use crate::reads::{Decision, Read, Reads};
+use crate::record::Record;
+use crate::restores;
+
+// ---------------------------------------------------------------------------------------
+// The world
+// ---------------------------------------------------------------------------------------
+
+/// Replicas of the app, hence volumes and parts of each restore.
+const REPLICAS: u8 = 2;
+/// The app, as the fixtures make it.
+const APP: &str = "hello";
+const UID: &str = "uid-1";
+/// The backup every restore restores (`latest`).
+const BACKUP_ID: &str = "20261129T150001Z";
+
+/// The restore-requested token number `n`: `t1`, `t2`, ... Each token's restore is a set of
+/// its own (its Jobs are named from the token), so a set is known here by its token number.
+fn token(n: u8) -> String {
+    format!("t{n}")
+}
+
+/// What one Job of a restore set does.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// The set's own Job: made suspended, let run once its stage parts ended; commits.
+    Commit,
+    /// Stages the backup on volume `n`, beside its live data.
+    Stage(u8),
+    /// Swaps the committed set in on volume `n`.
+    Swap(u8),
+    /// Removes what a set whose commit was refused staged on volume `n`.
+    Undo(u8),
+}
+
+impl Step {
+    /// The volume a part Job mounts and writes; None for the set's own Job.
+    fn volume(self) -> Option<u8> {
+        match self {
+            Step::Commit => None,
+            Step::Stage(n) | Step::Swap(n) | Step::Undo(n) => Some(n),
+        }
+    }
+}
+
+/// A Job of the app: the set (token number) it belongs to, and its step.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+struct JobKey {
+    set: u8,
+    step: Step,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// A Job as the API server holds it, with its pod's termination message.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct JobRun {
+    phase: Phase,
+    /// False while a set's Job is suspended.
+    released: bool,
+    /// What its pod's termination message says; None while it runs, and once the pod is
+    /// gone (collected, or lost with its node).
+    said: Option<Said>,
+}
+
+/// What a mover's pod says when it ends (rendered by `Said::text`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Said {
+    /// A stage part's summary.
+    Staged,
+    /// The commit's summary: the set is committed.
+    Committed,
+    /// The commit refused: a part did not stage.
+    Refused,
+    /// A swap's summary: swapped in (or found swapped in already).
+    Swapped,
+    /// A swap of a committed set on a volume with neither its staging nor the mark.
+    StagingLost,
+    /// A swap of a set that was never committed.
+    NotCommitted,
+    /// An undo's summary.
+    Undone,
+    /// An undo of a committed set: refused.
+    UndoRefused,
+    /// A crash: an I/O error, before or midway.
+    Crashed,
+    /// A swap that stopped after it began replacing the live data.
+    Interrupted,
+}
+
+impl Said {
+    fn text(self, set: &str) -> String {
+        let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
+        match self {
+            Said::Staged => {
+                format!(r#"{{"id":"{BACKUP_ID}","volumes":[0],"staged":[0],"bytes":1,"files":1}}"#)
+            }
+            Said::Committed | Said::Swapped => {
+                format!(r#"{{"restored":true,"id":"{BACKUP_ID}"}}"#)
+            }
+            Said::Undone => r#"{"restored":false,"reason":"NotRestored"}"#.into(),
+            Said::Refused => format!(
+                "error: ns1/hello: ordinal(s) [1] did not stage restore {set}: their parts \
+                 failed or never ran; nothing was committed, the live data was not replaced"
+            ),
+            Said::StagingLost => format!(
+                "error: restore {set} was committed with backup {BACKUP_ID}, but /data/1 holds \
+                 neither its staged copy nor the mark that it was swapped in: the live data \
+                 there was NOT restored (restore again)"
+            ),
+            Said::NotCommitted => {
+                format!("error: ns1/hello: restore {set} was not committed: nothing to swap in")
+            }
+            Said::UndoRefused => format!(
+                "error: ns1/hello: restore {set} was committed: its swap (--swap) finishes it, \
+                 not an undo"
+            ),
+            Said::Crashed => "error: input/output error".into(),
+            Said::Interrupted => format!(
+                "error: {interrupted} with backup {BACKUP_ID} (the next restore finishes the \
+                 swap first)"
+            ),
+        }
+    }
+}
+
+/// The live data a volume holds.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Data {
+    /// What the app wrote before any restore.
+    Old,
+    /// The backup, swapped in by set `n` (its swap mark names the set).
+    Restored(u8),
+    /// Neither: a swap that stopped midway.
+    Partial,
+}
+
+/// A set's staging on a volume, with its journal (written together: see `Crash`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct Journal {
+    set: u8,
+    /// The swap began (past `Prepared`): whatever the store says, only forward now.
+    swapping: bool,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct Volume {
+    data: Data,
+    journal: Option<Journal>,
+}
+
+impl Volume {
+    /// What the app would find there.
+    fn holds(self) -> Data {
+        match self.journal {
+            Some(Journal { swapping: true, .. }) => Data::Partial,
+            _ => self.data,
+        }
+    }
+}
+
+/// The object store's records of restores in parts: per set, the stage records
+/// (`restores/<set>/<n>.json`, a bit per ordinal) and the commit (`commit.json`).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+struct Store {
+    records: BTreeMap<u8, u8>,
+    committed: Vec<u8>,
+}
+
+impl Store {
+    fn has_record(&self, set: u8, n: u8) -> bool {
+        self.records
+            .get(&set)
+            .is_some_and(|bits| bits & (1 << n) != 0)
+    }
+
+    fn record(&mut self, set: u8, n: u8) {
+        *self.records.entry(set).or_default() |= 1 << n;
+    }
+
+    fn unrecord(&mut self, set: u8, n: u8) {
+        if let Some(bits) = self.records.get_mut(&set) {
+            *bits &= !(1 << n);
+            if *bits == 0 {
+                self.records.remove(&set);
+            }
+        }
+    }
+
+    fn is_committed(&self, set: u8) -> bool {
+        self.committed.contains(&set)
+    }
+
+    fn commit(&mut self, set: u8) {
+        if !self.is_committed(set) {
+            self.committed.push(set);
+            self.committed.sort_unstable();
+        }
+    }
+}
+
+/// The status as the API server holds it, in a form the checker can hash: conditions
+/// without their transition times (which `on_demand` never reads).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq)]
+struct Durable {
+    request: Option<Ack>,
+    is_restored: bool,
+    unfinished: Option<String>,
+    /// Type, status, reason, message.
+    conditions: Vec<[String; 4]>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Ack {
+    token: String,
+    phase: AckPhase,
+    job: Option<String>,
+    backup_id: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum AckPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl Durable {
+    fn of(status: &HelloStatefulStatus) -> Self {
+        let request = status.restore_request.as_ref().map(|r| Ack {
+            token: r.token.clone(),
+            phase: match r.phase {
+                RequestPhase::Pending => AckPhase::Pending,
+                RequestPhase::Running => AckPhase::Running,
+                RequestPhase::Succeeded => AckPhase::Succeeded,
+                RequestPhase::Failed => AckPhase::Failed,
+            },
+            job: r.job.clone(),
+            backup_id: r.backup_id.clone(),
+            message: r.message.clone(),
+        });
+        Self {
+            request,
+            is_restored: status.is_restored,
+            unfinished: status.unfinished_restore.clone(),
+            conditions: status
+                .conditions
+                .iter()
+                .map(|c| {
+                    [
+                        c.type_.clone(),
+                        c.status.clone(),
+                        c.reason.clone(),
+                        c.message.clone(),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    fn status(&self) -> HelloStatefulStatus {
+        HelloStatefulStatus {
+            restore_request: self.request.as_ref().map(|a| RequestStatus {
+                token: a.token.clone(),
+                phase: match a.phase {
+                    AckPhase::Pending => RequestPhase::Pending,
+                    AckPhase::Running => RequestPhase::Running,
+                    AckPhase::Succeeded => RequestPhase::Succeeded,
+                    AckPhase::Failed => RequestPhase::Failed,
+                },
+                job: a.job.clone(),
+                backup_id: a.backup_id.clone(),
+                message: a.message.clone(),
+            }),
+            is_restored: self.is_restored,
+            unfinished_restore: self.unfinished.clone(),
+            conditions: self
+                .conditions
+                .iter()
+                .map(|[kind, status, reason, message]| Condition {
+                    type_: kind.clone(),
+                    status: status.clone(),
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    observed_generation: Some(1),
+                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether condition `kind` is True.
+    fn is_true(&self, kind: &str) -> bool {
+        self.conditions
+            .iter()
+            .any(|[k, status, ..]| k == kind && status == "True")
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct World {
+    /// The app's restore-requested annotation: a token number, or none.
+    token: Option<u8>,
+    /// The newest token the user ever set.
+    newest: u8,
+    /// The app's status: all the reconciler keeps across passes and restarts.
+    status: Durable,
+    /// The replicas the StatefulSet asks for.
+    asked: u8,
+    /// Whether a pod of each ordinal exists (running, unless its node is lost).
+    pods: [bool; REPLICAS as usize],
+    jobs: BTreeMap<JobKey, JobRun>,
+    /// The Jobs that ended, oldest first: the order their TTL expires in.
+    ended: Vec<JobKey>,
+    volumes: [Volume; REPLICAS as usize],
+    store: Store,
+    /// The volume whose node was lost for good.
+    lost: Option<u8>,
+    /// Faults injected so far.
+    faults: u8,
+    /// A pass acknowledged a token Succeeded while the volumes did not all hold its
+    /// backup (a transition, kept so that an invariant can see it).
+    false_ack: bool,
+}
+
+impl World {
+    fn initial() -> Self {
+        // The app runs on its old data; the user has just asked for a restore.
+        Self {
+            token: Some(1),
+            newest: 1,
+            status: Durable::default(),
+            asked: REPLICAS,
+            pods: [true; REPLICAS as usize],
+            jobs: BTreeMap::new(),
+            ended: Vec::new(),
+            volumes: [Volume {
+                data: Data::Old,
+                journal: None,
+            }; REPLICAS as usize],
+            store: Store::default(),
+            lost: None,
+            faults: 0,
+            false_ack: false,
+        }
+    }
+
+    fn pod_runs(&self, n: u8) -> bool {
+        self.pods[usize::from(n)] && self.lost != Some(n)
+    }
+
+    fn app_runs(&self) -> bool {
+        (0..REPLICAS).any(|n| self.pod_runs(n))
+    }
+
+    fn volume(&mut self, n: u8) -> &mut Volume {
+        &mut self.volumes[usize::from(n)]
+    }
+
+    fn all_hold(&self, data: Data) -> bool {
+        self.volumes.iter().all(|v| v.holds() == data)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The mover's effects
+// ---------------------------------------------------------------------------------------
+
+/// Where a mover's pod crashes, for good (its Job fails).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Crash {
+    /// Before it did anything (its volume cannot be mounted, its lock not taken).
+    Before,
+    /// Midway: a stage after its recovery and its staging (with journal) but before its
+    /// record, which is also what a retry leaves that rolled an earlier attempt's staging
+    /// back, record first, and crashed before removing the staging; a commit after
+    /// `commit.json` was written (its response lost, every retry failing); a swap after
+    /// it began replacing the live data; an undo after it removed the record and before
+    /// the staging.
+    Midway,
+}
+
+impl World {
+    /// The recovery every restore pod runs first on its volume (`swap::recover_parts`): a
+    /// journal of a committed set, or one whose swap began, is rolled forward; any other
+    /// rolled back, its record removed before its staging.
+    fn recover(&mut self, n: u8) {
+        let Some(journal) = self.volume(n).journal else {
+            return;
+        };
+        if journal.swapping || self.store.is_committed(journal.set) {
+            *self.volume(n) = Volume {
+                data: Data::Restored(journal.set),
+                journal: None,
+            };
+            self.forget(journal.set, n);
+        } else {
+            self.store.unrecord(journal.set, n);
+            self.volume(n).journal = None;
+        }
+    }
+
+    /// A volume swapped in: its record goes, and the commit with the set's last record.
+    fn forget(&mut self, set: u8, n: u8) {
+        self.store.unrecord(set, n);
+        if !self.store.records.contains_key(&set) {
+            self.store.committed.retain(|s| *s != set);
+        }
+    }
+
+    /// Runs the mover of Job `key` until it ends, or until `crash`: its effects on the
+    /// volumes and the store, and how its Job ends. None: `crash` cannot happen there.
+    fn mover(&mut self, key: JobKey, crash: Option<Crash>) -> Option<(Phase, Option<Said>)> {
+        let set = key.set;
+        if let Some(n) = key.step.volume()
+            && self.lost == Some(n)
+        {
+            // Its node is gone: the pod never runs, and nothing says why but the Job.
+            return crash.is_none().then_some((Phase::Failed, None));
+        }
+        let failed = |said| Some((Phase::Failed, Some(said)));
+        if crash == Some(Crash::Before) {
+            return failed(Said::Crashed);
+        }
+        let midway = crash == Some(Crash::Midway);
+        match key.step {
+            Step::Stage(n) => {
+                self.recover(n);
+                self.volume(n).journal = Some(Journal {
+                    set,
+                    swapping: false,
+                });
+                if midway {
+                    return failed(Said::Crashed);
+                }
+                self.store.record(set, n);
+                Some((Phase::Succeeded, Some(Said::Staged)))
+            }
+            Step::Commit => {
+                let whole = (0..REPLICAS).all(|n| self.store.has_record(set, n));
+                if !whole {
+                    if midway {
+                        return None;
+                    }
+                    // Refused: everything the store holds of the set goes (its records, and
+                    // a commit an earlier run of the same set made); each volume's next
+                    // restore drops its staging, or the undo parts do now.
+                    self.store.records.remove(&set);
+                    self.store.committed.retain(|s| *s != set);
+                    return failed(Said::Refused);
+                }
+                self.store.commit(set);
+                if midway {
+                    return failed(Said::Crashed);
+                }
+                Some((Phase::Succeeded, Some(Said::Committed)))
+            }
+            Step::Swap(n) => {
+                let volume = self.volumes[usize::from(n)];
+                let journaled = volume.journal.is_some_and(|j| j.set == set);
+                let marked = volume.data == Data::Restored(set);
+                if !self.store.is_committed(set) {
+                    // Run again after the last swap removed the commit: marked, it says so.
+                    return match (marked && !journaled, midway) {
+                        (_, true) => None,
+                        (true, false) => Some((Phase::Succeeded, Some(Said::Swapped))),
+                        (false, false) => failed(Said::NotCommitted),
+                    };
+                }
+                if !journaled && !marked {
+                    return (!midway).then_some((Phase::Failed, Some(Said::StagingLost)));
+                }
+                if midway {
+                    if !journaled {
+                        return None;
+                    }
+                    self.volume(n).journal = Some(Journal {
+                        set,
+                        swapping: true,
+                    });
+                    return failed(Said::Interrupted);
+                }
+                self.recover(n);
+                self.forget(set, n);
+                Some((Phase::Succeeded, Some(Said::Swapped)))
+            }
+            Step::Undo(n) => {
+                if self.store.is_committed(set) {
+                    return (!midway).then_some((Phase::Failed, Some(Said::UndoRefused)));
+                }
+                if midway {
+                    let journal = self.volume(n).journal?;
+                    if journal.swapping || self.store.is_committed(journal.set) {
+                        return None;
+                    }
+                    self.store.unrecord(journal.set, n);
+                    return failed(Said::Crashed);
+                }
+                self.recover(n);
+                Some((Phase::Succeeded, Some(Said::Undone)))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The model: the reconciler's passes, the cluster's moves, and faults
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Action {
+    /// A reconciler pass, its status written.
+    Pass,
+    /// The StatefulSet controller makes the pod of this ordinal.
+    StartPod(u8),
+    /// The StatefulSet controller removes the pod of this ordinal.
+    StopPod(u8),
+    /// A Job's mover runs to its end.
+    Run(JobKey),
+    // Faults, each counted against the budget.
+    /// A pass whose status write is lost: its Jobs are made and its StatefulSet written.
+    LoseStatusWrite,
+    /// A Job's pod crashes for good.
+    Crash(JobKey, Crash),
+    /// A part's pod did its work but was lost before it ended: its Job runs it again.
+    PodLost(JobKey),
+    /// The node of this volume is lost for good: its Jobs fail, its pod never runs again.
+    LoseNode(u8),
+    /// An ended Job's pod is collected: its termination message is gone.
+    CollectPod(JobKey),
+    /// A day passes without a pass (the reconciler is down): the TTL of every Job that
+    /// ended before this one, and of this one, expires, oldest first.
+    Expire(JobKey),
+    /// Someone deletes this ended Job by hand (`kubectl delete job`), in no order. Only
+    /// with `HS_SIM_DELETE=1` (it found the counterexample of
+    /// `an_undo_whose_stage_part_expired_is_waited_for` too).
+    DeleteJob(JobKey),
+    /// The user asks for a restore again, with a new token.
+    Request,
+    /// The user removes the restore-requested annotation.
+    Withdraw,
+}
+
+/// The checked system: the real decisions, and the objects they read.
+struct Sim {
+    /// The app with no token (index 0) and with each token (index n).
+    apps: Vec<HelloStateful>,
+    location: BackupLocation,
+    /// Every Job the world can hold, by key, phase and (for a set's Job) released.
+    objects: HashMap<(JobKey, Phase, bool), Arc<Job>>,
+    names: HashMap<String, JobKey>,
+    keys: HashMap<JobKey, String>,
+    max_faults: u8,
+    max_tokens: u8,
+    /// Whether `Action::DeleteJob` is a fault to explore.
+    any_delete: bool,
+    /// Kinds of fault left out (`HS_SIM_WITHOUT`, comma-separated `Action::kind`s): to
+    /// find the counterexamples a fault does not take part in.
+    without: Vec<String>,
+    /// Properties left unchecked, by a part of their name (`HS_SIM_SKIP`, comma-separated):
+    /// to check the others past a known counterexample.
+    skip: Vec<String>,
+}
+
+impl Sim {
+    fn new(max_faults: u8) -> Self {
+        // A user who asks again asks with a new token, each a fault: at most one per fault.
+        let max_tokens = 1 + max_faults;
+        let mut apps = vec![fixtures::spread_app(json!({}))];
+        for n in 1..=max_tokens {
+            apps.push(fixtures::spread_app(
+                json!({names::RESTORE_REQUESTED: token(n)}),
+            ));
+        }
+        let location = crate::location::resolve(&apps[0].spec, &["/tmp/backup".into()], &[])
+            .expect("the spread app's object store is allowed");
+        let app = AppRef::new(&apps[0]).expect("the fixture app has a namespace and uid");
+        let settings = fixtures::settings();
+        let mut objects = HashMap::new();
+        let mut names_of = HashMap::new();
+        let mut keys = HashMap::new();
+        for set in 1..=max_tokens {
+            let set_name = names::restore_job(APP, UID, &token(set));
+            let mut steps = vec![Step::Commit];
+            for n in 0..REPLICAS {
+                steps.extend([Step::Stage(n), Step::Swap(n), Step::Undo(n)]);
+            }
+            for step in steps {
+                let key = JobKey { set, step };
+                let ordinal = i32::from(step.volume().unwrap_or_default());
+                let part = |step| MoverTask::RestorePart {
+                    set: set_name.clone(),
+                    ordinal,
+                    step,
+                };
+                let (name, task) = match step {
+                    Step::Commit => (
+                        set_name.clone(),
+                        children::restore_task(&app, &location, "latest"),
+                    ),
+                    Step::Stage(_) => (
+                        names::part(&set_name, ordinal),
+                        part(RestoreStep::Stage {
+                            from: "latest".into(),
+                            if_exists: false,
+                            source: None,
+                        }),
+                    ),
+                    Step::Swap(_) => (
+                        names::swap_part(&set_name, ordinal),
+                        part(RestoreStep::Swap),
+                    ),
+                    Step::Undo(_) => (
+                        names::undo_part(&set_name, ordinal),
+                        part(RestoreStep::Undo),
+                    ),
+                };
+                let job =
+                    children::mover_job(&app, &name, &task, "requested", &location, &settings)
+                        .expect("a mover Job");
+                for phase in [Phase::Running, Phase::Succeeded, Phase::Failed] {
+                    for released in [false, true] {
+                        objects.insert((key, phase, released), job_in(&job, phase, released));
+                    }
+                }
+                names_of.insert(name.clone(), key);
+                keys.insert(key, name);
+            }
+        }
+        Self {
+            apps,
+            location,
+            objects,
+            names: names_of,
+            keys,
+            max_faults,
+            max_tokens,
+            any_delete: false,
+            without: std::env::var("HS_SIM_WITHOUT")
+                .unwrap_or_default()
+                .split(',')
+                .map(|kind| kind.trim().to_owned())
+                .filter(|kind| !kind.is_empty())
+                .collect(),
+            skip: Vec::new(),
+        }
+    }
+
+    fn key(&self, name: &str) -> JobKey {
+        *self
+            .names
+            .get(name)
+            .unwrap_or_else(|| panic!("the reconciler made a Job the model does not know: {name}"))
+    }
+
+    /// The Jobs of the world, as the reconciler's cache lists them.
+    fn jobs(&self, world: &World) -> Vec<Arc<Job>> {
+        world
+            .jobs
+            .iter()
+            .map(|(key, run)| {
+                let released = run.released || key.step != Step::Commit;
+                Arc::clone(&self.objects[&(*key, run.phase, released)])
+            })
+            .collect()
+    }
+
+    /// The termination message of Job `name`'s pod, as `controller::decide` reads it.
+    fn message(&self, world: &World, name: &str) -> Option<String> {
+        let key = self.names.get(name)?;
+        let run = world.jobs.get(key)?;
+        let set = &self.keys[&JobKey {
+            set: key.set,
+            step: Step::Commit,
+        }];
+        run.said
+            .filter(|_| run.phase != Phase::Running)
+            .map(|said| said.text(set))
+    }
+
+    /// One reconciler pass over the restore: `parts::plan` and `restores::on_demand` on the
+    /// world as it is, their reads answered from it, then their plan executed: Jobs made
+    /// (one that exists is left: the API server answers 409), sets released, the
+    /// StatefulSet's replicas set, and the status written (see `Action::LoseStatusWrite`).
+    fn pass(&self, world: &World) -> World {
+        let jobs = self.jobs(world);
+        let parts_plan = parts::plan(&jobs);
+        let app = AppRef::new(&self.apps[usize::from(world.token.unwrap_or(0))])
+            .expect("the fixture app has a namespace and uid");
+        let mut reads = Reads::default();
+        let mut asked = 0;
+        let (plan, record) = loop {
+            asked += 1;
+            assert!(asked < 16, "on_demand keeps asking for reads: {reads:?}");
+            let mut record = Record::new(world.status.status(), Some(1));
+            let decision =
+                restores::on_demand(&app, &self.location, &jobs, true, None, &reads, &mut record);
+            match decision {
+                Decision::Done(plan) => break (plan, record),
+                Decision::Read(Read::Message(job)) => {
+                    let message = self.message(world, &job);
+                    reads.add_message(job, message);
+                }
+                Decision::Read(Read::AppPods) => {
+                    let pods = world.pods.iter().filter(|p| **p).count();
+                    reads.add_app_pods(pods, i32::from(world.asked));
+                }
+                Decision::Read(read) => panic!("on_demand asked for a read not modelled: {read:?}"),
+            }
+        };
+
+        let mut next = world.clone();
+        let made = |released| JobRun {
+            phase: Phase::Running,
+            released,
+            said: None,
+        };
+        for (name, _, _) in &parts_plan.start {
+            next.jobs.entry(self.key(name)).or_insert(made(true));
+        }
+        for name in &parts_plan.release {
+            if let Some(run) = next.jobs.get_mut(&self.key(name)) {
+                run.released = true;
+            }
+        }
+        for (name, _) in plan.start.iter().chain(&plan.swaps) {
+            let key = self.key(name);
+            next.jobs
+                .entry(key)
+                .or_insert(made(key.step != Step::Commit));
+        }
+        next.asked = u8::try_from(plan.replicas).expect("replicas of 0 or 2");
+        next.status = Durable::of(&record.status);
+        let mut written = record.status.clone();
+        for condition in &mut written.conditions {
+            condition.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        assert_eq!(
+            written,
+            next.status.status(),
+            "on_demand wrote a status field the model does not keep (see `Durable`)"
+        );
+        let acked = next.status.request.as_ref();
+        if acked != world.status.request.as_ref()
+            && let Some(ack) = acked.filter(|a| a.phase == AckPhase::Succeeded)
+        {
+            let holds = (1..=self.max_tokens)
+                .find(|n| token(*n) == ack.token)
+                .is_some_and(|n| next.all_hold(Data::Restored(n)));
+            next.false_ack |= !holds;
+        }
+        next
+    }
+
+    /// Whether nothing but a fault can change `world`: no pod to start or stop, no Job to
+    /// run, and a pass that changes nothing.
+    fn quiescent(&self, world: &World) -> bool {
+        let pods_settled = (0..REPLICAS).all(|n| world.pods[usize::from(n)] == (world.asked > n));
+        let jobs_ended = world.jobs.iter().all(|(key, run)| {
+            run.phase != Phase::Running || !(run.released || key.step != Step::Commit)
+        });
+        pods_settled && jobs_ended && self.pass(world) == *world
+    }
+
+    fn apply(&self, world: &World, action: &Action) -> Option<World> {
+        let mut next = world.clone();
+        match *action {
+            Action::Pass => return Some(self.pass(world)),
+            Action::LoseStatusWrite => {
+                next = self.pass(world);
+                // A write that would change nothing is no fault.
+                if next.status == world.status {
+                    return None;
+                }
+                next.status = world.status.clone();
+                next.false_ack = world.false_ack;
+            }
+            Action::StartPod(n) => next.pods[usize::from(n)] = true,
+            Action::StopPod(n) => next.pods[usize::from(n)] = false,
+            Action::Run(key) => {
+                let (phase, said) = next.mover(key, None)?;
+                next.end(key, phase, said);
+            }
+            Action::Crash(key, crash) => {
+                let (phase, said) = next.mover(key, Some(crash))?;
+                next.end(key, phase, said);
+            }
+            Action::PodLost(key) => {
+                // Its work is done; only a retry that finds it done ends the Job.
+                let (phase, _) = next.mover(key, None)?;
+                if phase != Phase::Succeeded {
+                    return None;
+                }
+            }
+            Action::LoseNode(n) => {
+                next.lost = Some(n);
+                let failing: Vec<JobKey> = next
+                    .jobs
+                    .iter()
+                    .filter(|(key, run)| {
+                        key.step.volume() == Some(n) && run.phase == Phase::Running
+                    })
+                    .map(|(key, _)| *key)
+                    .collect();
+                for key in failing {
+                    next.end(key, Phase::Failed, None);
+                }
+            }
+            Action::CollectPod(key) => {
+                next.jobs.get_mut(&key)?.said = None;
+            }
+            Action::Expire(key) => {
+                let last = next.ended.iter().position(|k| *k == key)?;
+                for key in next.ended.drain(..=last) {
+                    next.jobs.remove(&key);
+                }
+            }
+            Action::DeleteJob(key) => {
+                next.jobs.remove(&key)?;
+                next.ended.retain(|k| *k != key);
+            }
+            Action::Request => {
+                next.newest += 1;
+                next.token = Some(next.newest);
+            }
+            Action::Withdraw => next.token = None,
+        }
+        if is_fault(action) {
+            next.faults += 1;
+        }
+        Some(next)
+    }
+}
+
+impl World {
+    /// Job `key` ends.
+    fn end(&mut self, key: JobKey, phase: Phase, said: Option<Said>) {
+        let run = JobRun {
+            phase,
+            released: true,
+            said,
+        };
+        self.jobs.insert(key, run);
+        self.ended.push(key);
+    }
+}
+
+fn is_fault(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Pass | Action::StartPod(_) | Action::StopPod(_) | Action::Run(_)
+    )
+}
+
+impl Action {
+    /// The kind of a fault, as `HS_SIM_WITHOUT` names it.
+    fn kind(&self) -> &'static str {
+        match self {
+            Action::Pass | Action::StartPod(_) | Action::StopPod(_) | Action::Run(_) => "none",
+            Action::LoseStatusWrite => "lose-status-write",
+            Action::Crash(..) => "crash",
+            Action::PodLost(_) => "pod-lost",
+            Action::LoseNode(_) => "lose-node",
+            Action::CollectPod(_) => "collect-pod",
+            Action::Expire(_) => "expire",
+            Action::DeleteJob(_) => "delete-job",
+            Action::Request => "request",
+            Action::Withdraw => "withdraw",
+        }
+    }
+}
+
+/// Job `job` as the API server holds it in `phase`; a set's Job suspended unless `released`.
+fn job_in(job: &Job, phase: Phase, released: bool) -> Arc<Job> {
+    let mut job = job.clone();
+    // As the Job controller writes them (and `fixtures::job`).
+    let ended =
+        |condition| json!({"completionTime": "2026-11-29T15:00:05Z", "conditions": [condition]});
+    let status = match phase {
+        Phase::Running => json!({"active": 1}),
+        Phase::Succeeded => ended(json!({"type": "Complete", "status": "True"})),
+        Phase::Failed => ended(json!({"type": "Failed", "status": "True",
+            "reason": "BackoffLimitExceeded"})),
+    };
+    job.status = Some(serde_json::from_value(status).expect("a Job status"));
+    if let Some(spec) = job.spec.as_mut()
+        && spec.suspend.is_some()
+    {
+        spec.suspend = Some(!released);
+    }
+    Arc::new(job)
+}
+
+impl Model for Sim {
+    type State = World;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<World> {
+        vec![World::initial()]
+    }
+
+    fn actions(&self, world: &World, actions: &mut Vec<Action>) {
+        actions.push(Action::Pass);
+        for n in 0..REPLICAS {
+            let pod = world.pods[usize::from(n)];
+            if world.asked > n && !pod {
+                actions.push(Action::StartPod(n));
+            }
+            if world.asked <= n && pod {
+                actions.push(Action::StopPod(n));
+            }
+        }
+        let runnable = |(key, run): (&JobKey, &JobRun)| {
+            (run.phase == Phase::Running && (run.released || key.step != Step::Commit))
+                .then_some(*key)
+        };
+        actions.extend(world.jobs.iter().filter_map(runnable).map(Action::Run));
+        if world.faults >= self.max_faults {
+            return;
+        }
+        let mut faults = vec![Action::LoseStatusWrite];
+        for key in world.jobs.iter().filter_map(runnable) {
+            faults.push(Action::Crash(key, Crash::Before));
+            faults.push(Action::Crash(key, Crash::Midway));
+            if matches!(key.step, Step::Stage(_) | Step::Swap(_)) {
+                faults.push(Action::PodLost(key));
+            }
+        }
+        if world.lost.is_none() {
+            for n in 0..REPLICAS {
+                let writing = world
+                    .jobs
+                    .iter()
+                    .any(|(key, run)| key.step.volume() == Some(n) && run.phase == Phase::Running);
+                if writing {
+                    faults.push(Action::LoseNode(n));
+                }
+            }
+        }
+        for (key, run) in &world.jobs {
+            if run.phase != Phase::Running && run.said.is_some() {
+                faults.push(Action::CollectPod(*key));
+            }
+        }
+        faults.extend(world.ended.iter().copied().map(Action::Expire));
+        if self.any_delete {
+            faults.extend(world.ended.iter().copied().map(Action::DeleteJob));
+        }
+        if world.newest < self.max_tokens {
+            faults.push(Action::Request);
+        }
+        if world.token.is_some() {
+            faults.push(Action::Withdraw);
+        }
+        actions.extend(
+            faults
+                .into_iter()
+                .filter(|fault| !self.without.iter().any(|kind| kind == fault.kind())),
+        );
+    }
+
+    fn next_state(&self, world: &World, action: Action) -> Option<World> {
+        self.apply(world, &action).filter(|next| next != world)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let all: Vec<Property<Self>> = vec![
+            Property::always(
+                "the app never runs while a mover writes its volumes",
+                |_, w| movers_alone(w),
+            ),
+            Property::always("the app never runs on a mix of volumes", |_, w| {
+                never_on_a_mix(w)
+            }),
+            Property::always(
+                "a restore is acknowledged only once every volume holds it",
+                |_, w| acks_true(w),
+            ),
+            Property::always("a run that stops says why", |sim, w| {
+                explained(w) || !sim.quiescent(w)
+            }),
+            Property::always("a stage record never outlives its staging", |_, w| {
+                records_name_stagings(w)
+            }),
+            Property::always(
+                "a committed set is staged or swapped in on every volume",
+                |_, w| commits_are_whole(w),
+            ),
+            // The model can succeed at all.
+            Property::sometimes("the app runs restored", |_, w| runs_restored(w)),
+            // Liveness, as far as stateright checks it: on paths to a terminal state (no
+            // step changes anything; a pass that changes nothing is no step), which only a
+            // run whose fault budget is spent, or a model without faults, reaches. Weak, as
+            // its docs say (a path that joins a state seen before is not checked on): the
+            // always-property "a run that stops says why" is the strong form.
+            Property::eventually(
+                "a run without faults ends with the app running restored",
+                |_, w| runs_restored(w) || faulted(w),
+            ),
+        ];
+        all.into_iter()
+            .filter(|p| !self.skip.iter().any(|part| p.name.contains(part.as_str())))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariants
+// ---------------------------------------------------------------------------------------
+
+/// Invariant 1: a mover that writes a volume (a stage, swap or undo part) never runs beside
+/// the app.
+fn movers_alone(w: &World) -> bool {
+    let writing = w
+        .jobs
+        .iter()
+        .any(|(key, run)| key.step.volume().is_some() && run.phase == Phase::Running);
+    !(writing && w.app_runs())
+}
+
+/// Invariant 2: while any pod runs, every volume holds the same data: all old, or all one
+/// set's backup, none midway through a swap. (A lost node's volume counts: its replica is
+/// not gone from the app, only its node.)
+fn never_on_a_mix(w: &World) -> bool {
+    let first = w.volumes[0].holds();
+    !w.app_runs() || (first != Data::Partial && w.all_hold(first))
+}
+
+/// Invariant 3: no pass acknowledged a token Succeeded (and so set `isRestored`) while the
+/// volumes did not all hold its set's data (see `World::false_ack`).
+fn acks_true(w: &World) -> bool {
+    !w.false_ack
+}
+
+/// Invariant 4: whether a world where nothing moves is an end the status explains: the
+/// newest token is acknowledged as ended, and an app kept stopped is kept so for a reason
+/// status names.
+fn explained(w: &World) -> bool {
+    let request = w.status.request.as_ref();
+    let answered = match w.token {
+        Some(n) => request.is_some_and(|a| {
+            a.token == token(n) && matches!(a.phase, AckPhase::Succeeded | AckPhase::Failed)
+        }),
+        None => request.is_none_or(|a| matches!(a.phase, AckPhase::Succeeded | AckPhase::Failed)),
+    };
+    let stopped_why = w.asked > 0
+        || (w.status.unfinished.is_some()
+            && request.is_some_and(|a| {
+                a.phase == AckPhase::Failed && a.message.as_deref().is_some_and(|m| !m.is_empty())
+            }))
+        || w.status.is_true(crate::conditions::RESTORING);
+    answered && stopped_why
+}
+
+/// Invariant 5: the mover's own invariant (defect 13): a stage record names a staging (or,
+/// swapped in, the data) of its set on its volume, so a commit never takes a lost staging
+/// for one.
+fn records_name_stagings(w: &World) -> bool {
+    w.store.records.iter().all(|(set, bits)| {
+        (0..REPLICAS)
+            .filter(|n| bits & (1 << n) != 0)
+            .all(|n| holds_set(w.volumes[usize::from(n)], *set))
+    })
+}
+
+/// Invariant 6: a committed set has its staging, or its data, on every volume: every volume
+/// can be rolled forward.
+fn commits_are_whole(w: &World) -> bool {
+    w.store
+        .committed
+        .iter()
+        .all(|set| w.volumes.iter().all(|v| holds_set(*v, *set)))
+}
+
+/// Whether volume `v` holds set `set`'s staging, or its data swapped in.
+fn holds_set(v: Volume, set: u8) -> bool {
+    v.journal.is_some_and(|j| j.set == set) || v.data == Data::Restored(set)
+}
+
+/// Whether a fault was injected on the way here.
+fn faulted(w: &World) -> bool {
+    w.faults > 0
+}
+
+/// Every pod runs, on the backup of the newest token, acknowledged.
+fn runs_restored(w: &World) -> bool {
+    let Some(n) = w.token else {
+        return false;
+    };
+    let acked = w
+        .status
+        .request
+        .as_ref()
+        .is_some_and(|a| a.token == token(n) && a.phase == AckPhase::Succeeded);
+    acked && (0..REPLICAS).all(|o| w.pod_runs(o)) && w.all_hold(Data::Restored(n))
+}
+
+// ---------------------------------------------------------------------------------------
+// The exhaustive check
+// ---------------------------------------------------------------------------------------
+
+/// A bound from the environment, else `default`.
+fn bound(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Explores every interleaving of the fault-free moves and up to `HS_SIM_FAULTS` faults (2
+/// by default), to depth `HS_SIM_DEPTH` if set (else to the end: the state space is
+/// finite), and checks every property in every state. With 3 faults it finds the
+/// counterexamples of the `#[ignore]`d scenarios below. Other knobs: `HS_SIM_WITHOUT`
+/// leaves kinds of fault out (see `Action::kind`; `expire,request` leaves out those the
+/// counterexamples need), `HS_SIM_SKIP` properties (`mover,mix`: the two invariants they
+/// break), `HS_SIM_DELETE=1` adds Jobs deleted by hand in any order (`Action::DeleteJob`),
+/// and `HS_SIM_THREADS` sets the checker's threads (1 by default, which finds the shortest
+/// counterexample).
+#[test]
+fn every_interleaving_of_faults_keeps_the_invariants() {
+    let faults = u8::try_from(bound("HS_SIM_FAULTS", 2)).expect("HS_SIM_FAULTS fits a u8");
+    let depth = bound("HS_SIM_DEPTH", 0);
+    let mut sim = Sim::new(faults);
+    sim.any_delete = bound("HS_SIM_DELETE", 0) == 1;
+    sim.skip = std::env::var("HS_SIM_SKIP")
+        .unwrap_or_default()
+        .split(',')
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect();
+    let started = std::time::Instant::now();
+    // The first failure ends the search: in a breadth-first search on one thread, its path
+    // is (nearly: states are checked in blocks) the shortest.
+    let mut builder = sim
+        .checker()
+        .threads(bound("HS_SIM_THREADS", 1).max(1))
+        .finish_when(HasDiscoveries::AnyFailures);
+    if depth > 0 {
+        builder = builder.target_max_depth(depth);
+    }
+    let checker = builder.spawn_bfs().join();
+    println!(
+        "simulation: {} unique states ({} generated), max depth {}, faults <= {faults}, depth \
+         bound {}, {:.1?}",
+        checker.unique_state_count(),
+        checker.state_count(),
+        checker.max_depth(),
+        if depth > 0 {
+            depth.to_string()
+        } else {
+            "none".into()
+        },
+        started.elapsed()
+    );
+    checker.assert_properties();
+}
+
+/// Without faults every run is finite and ends: the `eventually` property is meaningful.
+#[test]
+fn every_fault_free_run_ends_with_the_app_running_restored() {
+    let checker = Sim::new(0).checker().spawn_bfs().join();
+    println!(
+        "simulation without faults: {} unique states",
+        checker.unique_state_count()
+    );
+    checker.assert_properties();
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios: fault sequences driven step by step through the same model
+// ---------------------------------------------------------------------------------------
+
+/// A run of the model, one chosen step at a time, each checked against every invariant.
+struct Drive {
+    sim: Sim,
+    world: World,
+    seen: Vec<World>,
+    trail: Vec<Action>,
+}
+
+impl Drive {
+    fn new(max_faults: u8) -> Self {
+        let world = World::initial();
+        Self {
+            sim: Sim::new(max_faults),
+            seen: vec![world.clone()],
+            world,
+            trail: Vec::new(),
+        }
+    }
+
+    /// Takes `action`, which must be one the model offers and must change the world.
+    fn step(&mut self, action: Action) {
+        let mut offered = Vec::new();
+        self.sim.actions(&self.world, &mut offered);
+        assert!(
+            offered.contains(&action),
+            "{action:?} is not possible after {:?}: {:#?}",
+            self.trail,
+            self.world
+        );
+        let next = self
+            .sim
+            .next_state(&self.world, action.clone())
+            .unwrap_or_else(|| panic!("{action:?} changes nothing after {:?}", self.trail));
+        self.trail.push(action);
+        self.world = next;
+        self.seen.push(self.world.clone());
+        for property in self.sim.properties() {
+            if property.expectation == Expectation::Always {
+                assert!(
+                    (property.condition)(&self.sim, &self.world),
+                    "{:?} violated after {:?}: {:#?}",
+                    property.name,
+                    self.trail,
+                    self.world
+                );
+            }
+        }
+    }
+
+    /// Lets the cluster and the reconciler go on without faults (passes first, then pods,
+    /// then Jobs in key order) until `done` holds.
+    fn until(&mut self, what: &str, done: impl Fn(&Sim, &World) -> bool) {
+        for _ in 0..200 {
+            if done(&self.sim, &self.world) {
+                return;
+            }
+            let mut offered = Vec::new();
+            self.sim.actions(&self.world, &mut offered);
+            let action = offered
+                .into_iter()
+                .filter(|a| !is_fault(a))
+                .find(|a| self.sim.next_state(&self.world, a.clone()).is_some())
+                .unwrap_or_else(|| {
+                    panic!(
+                        "nothing moves before {what}, after {:?}: {:#?}",
+                        self.trail, self.world
+                    )
+                });
+            self.step(action);
+        }
+        panic!("{what} never happens: {:#?}", self.world);
+    }
+
+    /// Takes `action` if the model offers it (a step a fixed decision may no longer allow).
+    fn step_if_offered(&mut self, action: Action) {
+        let mut offered = Vec::new();
+        self.sim.actions(&self.world, &mut offered);
+        if offered.contains(&action) && self.sim.next_state(&self.world, action.clone()).is_some() {
+            self.step(action);
+        }
+    }
+
+    /// Takes each of `actions` in turn.
+    fn replay(&mut self, actions: &[Action]) {
+        for action in actions {
+            self.step(action.clone());
+        }
+    }
+
+    /// Goes on without faults until nothing moves.
+    fn settle(&mut self) {
+        self.until("the end", Sim::quiescent);
+    }
+
+    fn run(&self, key: JobKey) -> Option<JobRun> {
+        self.world.jobs.get(&key).copied()
+    }
+}
+
+fn set_job(set: u8) -> JobKey {
+    JobKey {
+        set,
+        step: Step::Commit,
+    }
+}
+
+fn part(set: u8, step: Step) -> JobKey {
+    JobKey { set, step }
+}
+
+fn acked(w: &World) -> Option<(String, AckPhase)> {
+    w.status
+        .request
+        .as_ref()
+        .map(|a| (a.token.clone(), a.phase))
+}
+
+/// Defect 1: a swap fails on volume 1 (its node lost), the user asks again, and the new
+/// restore's stage on volume 1 fails too, so its commit is refused: the app must stay
+/// stopped, volume 0 holding the first restore's backup and volume 1 the old data.
+#[test]
+fn a_retry_after_a_lost_swap_that_fails_to_stage_never_runs_the_app_on_a_mix() {
+    let mut drive = Drive::new(2);
+    drive.until("the swaps are made", |_, w| {
+        w.jobs.contains_key(&part(1, Step::Swap(1)))
+    });
+    drive.step(Action::Run(part(1, Step::Swap(0))));
+    drive.step(Action::LoseNode(1));
+    drive.settle();
+    let w = &drive.world;
+    assert_eq!(acked(w), Some((token(1), AckPhase::Failed)));
+    assert!(w.status.unfinished.is_some(), "{:#?}", w.status);
+    assert_eq!((w.asked, w.app_runs()), (0, false));
+
+    drive.step(Action::Request);
+    drive.settle();
+    let w = &drive.world;
+    assert_eq!(
+        drive.run(part(2, Step::Stage(1))).map(|r| r.phase),
+        Some(Phase::Failed)
+    );
+    assert_eq!(acked(w), Some((token(2), AckPhase::Failed)));
+    let message = w.status.request.as_ref().and_then(|a| a.message.clone());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("stopped midway")),
+        "{message:?}"
+    );
+    assert_eq!(
+        w.volumes.map(Volume::holds),
+        [Data::Restored(1), Data::Old],
+        "a mix, on which the app must not run"
+    );
+    assert_eq!((w.asked, w.app_runs()), (0, false));
+    assert!(
+        drive
+            .seen
+            .iter()
+            .all(|w| !w.app_runs() || w.all_hold(Data::Old))
+    );
+}
+
+/// Defect 2: the commit's pod is collected before any swap is made, so nothing says
+/// whether the set was committed: never acknowledged Succeeded, the app never runs with
+/// nothing swapped in; a new request then finishes the swap and restores.
+#[test]
+fn a_commit_whose_pod_is_gone_before_the_swaps_is_never_taken_for_a_restore() {
+    let mut drive = Drive::new(2);
+    drive.until("the set is committed", |_, w| {
+        w.jobs
+            .get(&set_job(1))
+            .is_some_and(|r| r.phase == Phase::Succeeded)
+    });
+    assert!(drive.world.store.is_committed(1));
+    drive.step(Action::CollectPod(set_job(1)));
+    drive.settle();
+    let w = drive.world.clone();
+    assert_eq!(acked(&w), Some((token(1), AckPhase::Failed)));
+    assert!(!w.status.is_restored);
+    assert!(w.status.unfinished.is_some());
+    assert_eq!((w.asked, w.app_runs()), (0, false));
+    assert!(!w.jobs.keys().any(|k| matches!(k.step, Step::Swap(_))));
+    assert!(drive.seen.iter().all(|w| {
+        acked(w) != Some((token(1), AckPhase::Succeeded))
+            && (!w.app_runs() || w.all_hold(Data::Old))
+    }));
+
+    // Asked again: the new restore's stages roll the committed set forward first, and the
+    // app runs on the new one.
+    drive.step(Action::Request);
+    drive.settle();
+    assert!(runs_restored(&drive.world), "{:#?}", drive.world);
+    assert!(drive.world.status.unfinished.is_none());
+}
+
+/// Defect 13: a stage attempt recorded its staging, its pod was lost, and the retry rolled
+/// that staging back (record first) and failed before staging again: the commit finds no
+/// record for volume 1 and refuses, and the app runs on its old data again.
+#[test]
+fn a_stage_record_that_outlives_its_staging_is_never_committed() {
+    let mut drive = Drive::new(2);
+    drive.until("both stages run", |_, w| {
+        w.jobs.contains_key(&part(1, Step::Stage(1)))
+    });
+    drive.step(Action::PodLost(part(1, Step::Stage(1))));
+    assert!(
+        drive.world.store.has_record(1, 1),
+        "the first attempt recorded its stage"
+    );
+    drive.step(Action::Crash(part(1, Step::Stage(1)), Crash::Midway));
+    assert!(
+        !drive.world.store.has_record(1, 1),
+        "the retry removed the record first"
+    );
+    drive.settle();
+    let w = &drive.world;
+    assert!(
+        drive.seen.iter().all(|w| !w.store.is_committed(1)),
+        "never committed"
+    );
+    assert_eq!(
+        drive.run(set_job(1)).and_then(|r| r.said),
+        Some(Said::Refused)
+    );
+    assert_eq!(acked(w), Some((token(1), AckPhase::Failed)));
+    assert!(w.all_hold(Data::Old), "{:#?}", w.volumes);
+    assert!(w.status.unfinished.is_none());
+    assert_eq!(w.asked, REPLICAS);
+    assert!(
+        (0..REPLICAS).all(|n| w.pod_runs(n)),
+        "the app runs on its old data again"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Counterexamples the exhaustive check found, as the shortest paths it printed. Each test
+// replays the path up to its last fault, lets the StatefulSet controller be quicker than
+// the next pass where the path had it so, then lets the cluster go on without faults,
+// checking every invariant on each step.
+//
+// The first three were found in 4960c1d and fixed in 7c30f34, and one found in 3cf47eb was
+// fixed in f301a3d; they stay as regression tests. The `#[ignore]`d ones were found in
+// 3cf47eb (with 3 faults, or 2 with a Job deleted by hand), and still fail in f301a3d.
+// ---------------------------------------------------------------------------------------
+
+/// The path to the restore's stage parts having run and its Job let run.
+fn staged(set: u8) -> Vec<Action> {
+    vec![
+        Action::Pass,
+        Action::StopPod(0),
+        Action::StopPod(1),
+        Action::Pass,
+        Action::Pass,
+        Action::Run(part(set, Step::Stage(0))),
+        Action::Run(part(set, Step::Stage(1))),
+        Action::Pass,
+    ]
+}
+
+/// Invariant 1, in 4960c1d with 2 faults. Path: Pass, StopPod(0), StopPod(1), Pass, Pass,
+/// Run(t1 Stage(0)), Run(t1 Stage(1)), Pass, Crash(t1 Commit, Before), Pass,
+/// Expire(t1 Stage(1)), Pass, StartPod(1).
+///
+/// The commit's pod fails, so a pass makes an undo part for each volume that staged. The
+/// TTL of the stage parts (ended a day before: the reconciler was down that long, or the
+/// undo parts' pods waited that long for their node) expires while the undo parts run.
+/// `parts::undone` picked the undo parts to wait for from the stage parts that succeeded,
+/// now gone: it waited for none, and the app started beside the two undo parts. (With
+/// `HS_SIM_DELETE=1`, a stage part deleted by hand did the same.)
+#[test]
+fn an_undo_whose_stage_part_expired_is_waited_for() {
+    let mut drive = Drive::new(2);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Crash(set_job(1), Crash::Before),
+        Action::Pass,
+        Action::Expire(part(1, Step::Stage(1))),
+    ]);
+    drive.step_if_offered(Action::Pass);
+    drive.step_if_offered(Action::StartPod(1));
+    drive.settle();
+    assert!(drive.world.all_hold(Data::Old) && drive.world.app_runs());
+}
+
+/// Invariant 2, in 4960c1d with 2 faults. Path: Pass, StopPod(0), StopPod(1), Pass, Pass,
+/// Run(t1 Stage(0)), Run(t1 Stage(1)), Pass, Run(t1 Commit), Request, Pass, Pass,
+/// LoseNode(1), Run(t2 Stage(0)), Pass, Run(t2 Commit), Pass, Run(t2 Undo(0)), Pass,
+/// StartPod(0).
+///
+/// t1's set is committed, and a new token arrives before the pass that would make its
+/// swap parts. Nothing ran, so t2 began, and t1 was never swapped in nor recorded as
+/// unfinished. t2's stage on volume 0 first rolled the committed t1 forward there (as any
+/// restore of a volume does), its stage on volume 1 failed (the node lost; a pod that fails
+/// before its recovery does the same, with both pods then running), its commit was
+/// refused, and it was reported as "the live data was not replaced": the app ran with
+/// volume 0 holding t1's backup and volume 1 the old data.
+#[test]
+fn a_new_request_between_a_commit_and_its_swaps_never_runs_the_app_on_a_mix() {
+    let mut drive = Drive::new(2);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Request,
+        Action::Pass,
+        Action::Pass,
+        Action::LoseNode(1),
+    ]);
+    drive.settle();
+}
+
+/// Invariant 2, in 4960c1d with 3 faults (`HS_SIM_WITHOUT=request`). Path: Pass,
+/// StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)), Run(t1 Stage(1)), Pass,
+/// Run(t1 Commit), Pass, Crash(t1 Swap(1), Midway), Run(t1 Swap(0)), Expire(t1 Swap(1)),
+/// Withdraw, Pass, StartPod(1).
+///
+/// Volume 1's swap stops midway and volume 0's finishes; a day passes without a pass, so
+/// the TTL of every Job of the restore but the last swap expires before its failure was
+/// recorded; then the user withdraws the token. Status still said Running with its Job
+/// named, but that Job was gone, so `on_demand` took the request for one "withdrawn before
+/// it began: nothing was restored" and ran the app on volume 0's restored data and volume
+/// 1's half-swapped one.
+#[test]
+fn a_withdrawn_restore_whose_jobs_expired_mid_swap_never_runs_the_app_on_a_mix() {
+    let mut drive = Drive::new(3);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Pass,
+        Action::Crash(part(1, Step::Swap(1)), Crash::Midway),
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Expire(part(1, Step::Swap(1))),
+        Action::Withdraw,
+    ]);
+    drive.settle();
+}
+
+/// Invariant 2, in 3cf47eb with 3 faults (`HS_SIM_WITHOUT=expire,withdraw`), fixed in
+/// f301a3d. Path: Pass, StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)),
+/// Run(t1 Stage(1)), Pass, Crash(t1 Commit, Midway), Pass, Run(t1 Undo(0)),
+/// Run(t1 Undo(1)), Request, Pass, Pass, Run(t2 Stage(0)), LoseNode(1), Pass,
+/// Run(t2 Commit), Pass, Run(t2 Undo(0)), Pass, StartPod(0).
+///
+/// The commit's pod writes `commit.json` and then fails for good (its response lost, every
+/// retry failing: the two-phase commit's coordinator failing after its decision). The
+/// Job's failure was taken for a refusal: undo parts were made (the mover refuses them:
+/// "was committed"), the failure reported, and the app ran on its old data, both volumes
+/// journaled for a committed set. The next request's stage on volume 0 rolled that set
+/// forward there, its stage on volume 1 failed (node lost), and it was reported as
+/// replacing nothing: the app ran on a mix.
+#[test]
+fn a_commit_that_failed_after_committing_is_never_taken_for_a_refusal() {
+    let mut drive = Drive::new(3);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Crash(set_job(1), Crash::Midway),
+        Action::Pass,
+        Action::Run(part(1, Step::Undo(0))),
+        Action::Run(part(1, Step::Undo(1))),
+        Action::Request,
+        Action::Pass,
+        Action::Pass,
+        Action::Run(part(2, Step::Stage(0))),
+        Action::LoseNode(1),
+    ]);
+    drive.settle();
+}
+
+/// Invariant 1, in 3cf47eb with 3 faults (the first the check finds). Path: Pass,
+/// StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)), Run(t1 Stage(1)), Pass,
+/// Run(t1 Commit), Pass, Run(t1 Swap(0)), Run(t1 Swap(1)), Request, LoseStatusWrite,
+/// Withdraw, Pass, StartPod(1).
+///
+/// t1's swaps have all ended, unrecorded yet, when the user asks again (t2): the next pass
+/// makes t2's set Job, but its status write is lost (a conflict with the user's own edit
+/// of the app, say), so status still names t1's request, Running. The user withdraws t2:
+/// the next pass follows t1's withdrawn request to its end, acknowledges it Succeeded and
+/// runs the app (the Succeeded branch does not ask whether another restore's Job exists),
+/// while `parts::plan`, in the same pass, makes the stage parts of t2's suspended set Job,
+/// which then run beside the app (the pass after that stops it again).
+#[test]
+#[ignore = "counterexample: a restore acknowledged Succeeded starts the app while another restore's parts run"]
+fn a_restore_that_ends_while_another_ones_job_exists_waits_for_it() {
+    let mut drive = Drive::new(3);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Pass,
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Run(part(1, Step::Swap(1))),
+        Action::Request,
+        Action::LoseStatusWrite,
+        Action::Withdraw,
+    ]);
+    drive.step_if_offered(Action::Pass);
+    drive.step_if_offered(Action::StartPod(1));
+    drive.settle();
+}
+
+/// Invariant 2, in 3cf47eb with 3 faults (`HS_SIM_WITHOUT=request,withdraw`). Path: Pass,
+/// StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)), Run(t1 Stage(1)), Pass,
+/// Run(t1 Commit), Expire(t1 Commit), Pass, Pass, LoseNode(1),
+/// Crash(t1 Stage(0), Midway), Pass, Run(t1 Commit), Pass, StartPod(0).
+///
+/// t1's set is committed, and a day passes before the pass that would make its swaps: the
+/// TTL of all its Jobs expires. Status still says Running with its Job named, so the next
+/// pass takes the Job for one removed before its outcome was recorded and restores again,
+/// "safely", under the same name. The new stage on volume 0 rolls the first run's
+/// committed set forward there (then crashes), the one on volume 1 fails (its node lost),
+/// and the commit is refused, which also removes the first run's commit record (same set).
+/// The restore is reported as "the live data was not replaced", and the app runs with
+/// volume 0 holding the backup and volume 1 the old data (which no later restore rolls
+/// forward now). With a new token instead of the second run (`HS_SIM_WITHOUT=withdraw,crash`:
+/// Expire(t1 Commit), Request, LoseNode(1)) the same: the set whose Job expired is not
+/// followed.
+#[test]
+#[ignore = "counterexample: a committed restore whose Jobs expired is run again as new, and its failure runs the app on a mix"]
+fn a_committed_restore_whose_jobs_expired_is_never_run_again_as_new() {
+    let mut drive = Drive::new(3);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Expire(set_job(1)),
+        Action::Pass,
+        Action::Pass,
+        Action::LoseNode(1),
+        Action::Crash(part(1, Step::Stage(0)), Crash::Midway),
+    ]);
+    drive.settle();
+}
+
+/// Invariant 2, in 3cf47eb with 3 faults (`HS_SIM_WITHOUT=crash,lose-status-write`).
+/// Path: Pass, StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)), Run(t1 Stage(1)),
+/// Pass, Run(t1 Commit), Pass, LoseNode(1), Expire(t1 Swap(1)), Pass, Run(t1 Swap(0)),
+/// Withdraw, Pass, StartPod(0).
+///
+/// Volume 1's swap fails (its node lost) while volume 0's runs; a day passes, and every
+/// Job of the restore but volume 0's swap expires. The next pass finds the set's Job gone
+/// and a part still running, and writes the request back as Pending ("waiting for restore
+/// Job ...-swap-0 to finish"), its Job named. Once the user withdraws the token, the
+/// check 7c30f34 added for a withdrawn request whose Job ran and is gone asks for phase
+/// Running, so this one is taken for "withdrawn before it began: nothing was restored",
+/// and the app ran with volume 0 restored and volume 1 not. Fixed: a part Job of its set
+/// still there makes it begun too.
+#[test]
+fn a_withdrawn_restore_pending_on_its_last_swap_never_runs_the_app_on_a_mix() {
+    let mut drive = Drive::new(3);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Pass,
+        Action::LoseNode(1),
+        Action::Expire(part(1, Step::Swap(1))),
+        Action::Pass,
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Withdraw,
+    ]);
+    drive.settle();
+}
+
+/// Invariant 1, in 3cf47eb with 2 faults, one of them a Job deleted by hand
+/// (`HS_SIM_DELETE=1`). Path: Pass, StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(1)),
+/// Run(t1 Stage(0)), Pass, Run(t1 Commit), Pass, Run(t1 Swap(0)), Run(t1 Swap(1)),
+/// LoseStatusWrite, StartPod(1), DeleteJob(t1 Swap(1)), Pass.
+///
+/// Both swaps succeed; the pass that acknowledges the restore and starts the app loses its
+/// status write, so status still says Running. Someone deletes volume 1's swap Job: the
+/// next pass follows the request from the Jobs again, finds that swap missing and makes it
+/// again, beside the running app (the mover then finds the volume marked swapped in and
+/// changes nothing, but nothing in the reconciler knew that).
+#[test]
+#[ignore = "counterexample: a swap part deleted by hand is made again after a lost status write started the app"]
+fn a_swap_part_deleted_after_the_app_started_is_not_made_again_beside_it() {
+    let mut drive = Drive::new(2);
+    drive.sim.any_delete = true;
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Pass,
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Run(part(1, Step::Swap(1))),
+        Action::LoseStatusWrite,
+        Action::StartPod(1),
+        Action::DeleteJob(part(1, Step::Swap(1))),
+    ]);
+    drive.settle();
+}
