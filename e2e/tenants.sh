@@ -382,6 +382,44 @@ test_a_look_alike_job_stops_no_ones_reconciliation() {
   [[ $(kubectl -n "$ns" get job "x-$(printf 'a%.0s' {1..61})" -o jsonpath='{.spec.suspend}') == true ]]
 }
 
+# The reconciler's process on this machine (the nodes' containers are its processes), and
+# its resident memory in kB.
+reconciler_pid() { pgrep -nfx '/usr/local/bin/hellostateful-reconciler run'; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# observed NS COUNT: COUNT apps of NS have a status for their current generation.
+observed() {
+  (( $(kubectl -n "$1" get hellostateful -o json |
+    jq '[.items[] | select(.status.observedGeneration == .metadata.generation)] | length') == $2 ))
+}
+
+# A tenant's apps carrying all the metadata the API server allows (256 KiB of annotations
+# each, of the operator's own group too, and a request token as long): the reconciler keeps
+# only what it reads of them, bounded, so its memory grows by far less than their size.
+test_a_tenants_oversized_apps_cost_the_reconciler_little() {
+  local ns kubeconfig pid before after pad token i
+  tenant hoarder; ns=$TNS; kubeconfig=$TKC
+  for i in $(seq 1 100); do app_yaml "big-$i" '{"replicas": 0}'; echo ---; done |
+    as "$kubeconfig" create -f - >/dev/null
+  wait_for "100 apps reconciled" 180 observed "$ns" 100 || { on_fail "$ns"; return 1; }
+  pid=$(reconciler_pid); before=$(rss_kb "$pid")
+  # 240 kB each (an argument is at most 128 kB): 24 MB in all, were it kept.
+  pad=$(head -c 60000 /dev/zero | tr '\0' x)
+  as "$kubeconfig" annotate hellostateful --all "hello-stateful.example.com/pad-1=$pad" \
+    "hello-stateful.example.com/pad-2=$pad" "pad-3=$pad" "pad-4=$pad" >/dev/null
+  # Last, a request with an oversized token: once it is refused, the reconciler has seen
+  # every annotation before it (a watch delivers in order).
+  token=$(head -c 4096 /dev/zero | tr '\0' t)
+  as "$kubeconfig" annotate hellostateful big-100 "hello-stateful.example.com/backup-requested=$token" >/dev/null
+  wait_for "the oversized token refused" 60 status_contains "$ns" big-100 '{.status.backupRequest.message}' "4096 bytes" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" big-100 '{.status.backupRequest.phase}') == Failed ]]
+  (( $(jp "$ns" big-100 '{.status.backupRequest.token}' | wc -c) < 300 )) || { echo "the token was copied into status"; return 1; }
+  after=$(rss_kb "$pid")
+  echo "reconciler RSS: $((before / 1000)) MB before the annotations, $((after / 1000)) MB after"
+  [[ $(reconciler_pid) == "$pid" ]] || { echo "the reconciler restarted"; return 1; }
+  (( after - before < 8000 )) || { echo "its memory grew by $(((after - before) / 1000)) MB"; return 1; }
+}
+
 test_even_the_reconciler_cannot_write_outside_the_roots() {
   local pv job
   pv='apiVersion: v1
@@ -418,4 +456,5 @@ run_test a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups test
 run_test even_the_reconciler_cannot_write_outside_the_roots test_even_the_reconciler_cannot_write_outside_the_roots
 run_test a_tenant_cannot_forge_the_reconcilers_label test_a_tenant_cannot_forge_the_reconcilers_label
 run_test a_look_alike_job_stops_no_ones_reconciliation test_a_look_alike_job_stops_no_ones_reconciliation
+run_test a_tenants_oversized_apps_cost_the_reconciler_little test_a_tenants_oversized_apps_cost_the_reconciler_little
 summary

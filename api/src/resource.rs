@@ -76,7 +76,10 @@ pub struct HelloStatefulSpec {
     /// Command of the app container. Default: a shell loop appending `date` to
     /// <mountPath>/stateful.log every 10 seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 64))]
+    // Bounded in all: the reconciler keeps every app in memory, a tenant's as many as its
+    // quota allows.
+    #[schemars(length(min = 1, max = 64), inner(length(max = 4096)))]
+    #[x_kube(validation = Rule::new("self.map(arg, size(arg)).sum() <= 8192").message("the command is at most 8192 characters in all"))]
     pub command: Option<Vec<String>>,
 
     /// Where the app's volume is mounted in its container. Default: /usr/share/hello.
@@ -117,6 +120,7 @@ pub struct HelloStatefulSpec {
     #[x_kube(validation = Rule::new("self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])").message("a toleration's effect is NoSchedule, PreferNoSchedule or NoExecute (or empty for all)"))]
     #[x_kube(validation = Rule::new("self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')").message("a toleration with operator Exists has no value"))]
     #[x_kube(validation = Rule::new("self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))").message("a toleration without a key must have operator Exists"))]
+    #[x_kube(validation = Rule::new("self.all(t, (!has(t.key) || size(t.key) <= 316) && (!has(t.value) || size(t.value) <= 63))").message("a toleration's key is at most 316 characters (a qualified name) and its value at most 63 (a label value)"))]
     pub tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
 }
 

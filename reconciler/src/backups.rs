@@ -297,7 +297,7 @@ fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
 mod tests {
     use super::*;
     use crate::fixtures::{self, app, reasons, settings};
-    use crate::kept::Cached;
+    use crate::kept::{self, Cached};
     use crate::reads::Read;
     use hellostateful_api::HelloStateful;
     use kube::core::PartialObjectMeta;
@@ -423,6 +423,27 @@ mod tests {
         let plan = decide(&app, &running, false, &Reads::default(), &mut again).done();
         assert_eq!(plan.start, None);
         assert!(again.notes.is_empty());
+    }
+
+    #[test]
+    fn an_oversized_token_is_refused_once_and_never_copied_whole() {
+        let mut app = app(
+            json!({}),
+            json!({names::BACKUP_REQUESTED: "t".repeat(4096)}),
+        );
+        kept::keep_app(&mut app.metadata);
+        let mut record = Record::new(Default::default(), Some(1));
+        let plan = decide(&app, &[], false, &Reads::default(), &mut record).done();
+        assert_eq!(plan.start, None);
+        let request = record.status.backup_request.clone().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Failed);
+        assert!(request.token.len() <= kept::LONGEST_KEPT_VALUE);
+        assert!(request.message.is_some_and(|m| m.contains("4096 bytes")));
+
+        // Acknowledged: the next pass writes nothing.
+        let mut again = Record::new(record.status.clone(), Some(1));
+        decide(&app, &[], false, &Reads::default(), &mut again).done();
+        assert_eq!(again.status.backup_request, record.status.backup_request);
     }
 
     #[test]

@@ -196,14 +196,9 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
         .timeout(WATCH_TIMEOUT_SECS)
         .page_size(LIST_PAGE);
     let trigger = watcher(apps, apps_config)
-        // Never read: managedFields, labels, and annotations other than ours (kubectl's
-        // copy of the spec, or a tenant's megabyte): the cache keeps every app, and an
-        // annotation that is not ours must not start a pass either.
-        .modify(|app: &mut HelloStateful| {
-            app.metadata.managed_fields = None;
-            app.metadata.labels = None;
-            kept::keep_ours(&mut app.metadata);
-        })
+        // The cache keeps every app: only what passes read of its metadata (`keep_app`),
+        // and an annotation that is not read must not start a pass either.
+        .modify(|app: &mut HelloStateful| kept::keep_app(&mut app.metadata))
         .reflect(writer)
         .applied_objects();
     let trigger = watch::resilient(trigger, "HelloStateful".into()).predicate_filter(

@@ -70,6 +70,39 @@ pub fn keep_ours(meta: &mut ObjectMeta) {
     }
 }
 
+/// The annotations of an app that passes read: the on-demand requests and the delete option.
+const APP_ANNOTATIONS: [&str; 4] = [
+    names::BACKUP_REQUESTED,
+    names::RESTORE_REQUESTED,
+    names::RESTORE_FROM,
+    names::DELETE_BACKUPS,
+];
+
+/// The longest value of those kept as it is: tokens are times, snapshots are ids or
+/// `latest`, the delete option is `true`.
+pub const LONGEST_KEPT_VALUE: usize = 253;
+
+/// What a longer value is kept as (followed by its length): never a valid token, snapshot or
+/// option, and a few bytes whatever a tenant wrote.
+pub const OVERSIZED: &str = "an oversized value of ";
+
+/// What the cache keeps of an app's metadata, apart from its name, namespace, uid, owners
+/// and finalizers: no labels, no managedFields (kubectl's copy of the spec), and only the
+/// annotations passes read, each bounded. The spec is bounded by the CRD's schema; the
+/// metadata is not, and a tenant's apps are as many as its quota allows.
+pub fn keep_app(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.labels = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| APP_ANNOTATIONS.contains(&key.as_str()));
+        for value in annotations.values_mut() {
+            if value.len() > LONGEST_KEPT_VALUE {
+                *value = format!("{OVERSIZED}{} bytes", value.len());
+            }
+        }
+    }
+}
+
 impl Cached for Service {
     type Kept = Self;
 
@@ -481,6 +514,32 @@ mod tests {
         );
         let annotations: Vec<&String> = kept.annotations().keys().collect();
         assert_eq!(annotations, [names::STOPPED_BECAUSE]);
+    }
+
+    #[test]
+    fn a_cached_app_keeps_only_the_annotations_passes_read_each_bounded() {
+        let megabyte = "x".repeat(1024 * 1024);
+        let mut meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "name": "hello",
+            "labels": {"padding": megabyte.clone()},
+            "annotations": {(names::BACKUP_REQUESTED): "2026-12-02T20:00:00Z",
+                            (names::RESTORE_REQUESTED): megabyte.clone(),
+                            "hello-stateful.example.com/padding": megabyte.clone(),
+                            "padding": megabyte},
+        }))
+        .expect("metadata");
+        keep_app(&mut meta);
+        assert_eq!(meta.labels, None);
+        let annotations = meta.annotations.expect("annotations");
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            [names::BACKUP_REQUESTED, names::RESTORE_REQUESTED]
+        );
+        assert_eq!(annotations[names::BACKUP_REQUESTED], "2026-12-02T20:00:00Z");
+        assert_eq!(
+            annotations[names::RESTORE_REQUESTED],
+            format!("{OVERSIZED}1048576 bytes")
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
 use crate::conditions::Conditions;
+use crate::kept;
 
 /// An event to publish about the app.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,6 +117,19 @@ pub fn pending_token<'a>(
     let done = acknowledged.is_some_and(|ack| ack.token == token && ack.phase.is_final());
     if token.is_empty() || done {
         return Ok(None);
+    }
+    // What the cache keeps of a token too long to be one (`kept::keep_app`): refused, and
+    // never copied into status whole.
+    if let Some(length) = token.strip_prefix(kept::OVERSIZED) {
+        return Err(request(
+            token,
+            RequestPhase::Failed,
+            None,
+            format!(
+                "ignored: this request's token is {length}, more than {} bytes; request it again with a short token (the plugin uses the current time)",
+                kept::LONGEST_KEPT_VALUE
+            ),
+        ));
     }
     let made = token.parse::<k8s_openapi::jiff::Timestamp>().ok();
     let created = app.metadata.creation_timestamp.as_ref().map(|t| t.0);
