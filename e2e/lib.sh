@@ -1,8 +1,13 @@
 # Helpers for e2e test scripts: source this file (bash).
 #
 #   wait_for DESCRIPTION TIMEOUT_SECONDS CMD...   poll CMD until it succeeds, within a deadline
-#   run_test NAME FUNCTION                        run one test, print --- PASS/FAIL: NAME (Xs)
+#   run_test [--alone] NAME FUNCTION              run one test, print --- PASS/FAIL: NAME (Xs)
 #                                                 (E2E_RUN=REGEX: only tests whose names match)
+#                                                 --alone: it restarts or reconfigures what
+#                                                 other suites share (the reconciler, the API
+#                                                 server) or measures it, so it must not run
+#                                                 beside them. E2E_PART=shared runs only the
+#                                                 other tests, E2E_PART=alone only these.
 #   summary                                       print "SUITE: N passed, M failed"; non-zero if any failed
 #   dump_debug NAMESPACE                          pods, events, describe + logs of unhealthy pods
 #
@@ -37,12 +42,16 @@ wait_for() {
 _e2e_now() { date +%s.%N; }
 _e2e_elapsed() { awk -v a="$1" -v b="$(_e2e_now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# run_test NAME FUNCTION [ARGS...]
+# run_test [--alone] NAME FUNCTION [ARGS...]
 run_test() {
+  local part=shared
+  if [[ $1 == --alone ]]; then part=alone; shift; fi
   local name=$1; shift
   local t0 rc
   # E2E_RUN=REGEX runs only the tests whose names match (for working on one test).
   [[ -z ${E2E_RUN:-} || $name =~ $E2E_RUN ]] || return 0
+  # e2e/run-all runs each suite's shared tests beside other suites, its alone ones after.
+  [[ -z ${E2E_PART:-} || $part == "$E2E_PART" ]] || return 0
   t0=$(_e2e_now)
   echo "=== RUN   $name"
   # errtrace makes the ERR trap name the failing command inside test functions too.
