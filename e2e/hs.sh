@@ -92,6 +92,15 @@ reconciler_metric() {
     awk -v m="$1" '$1 ~ "^"m"(_total)?([{].*)?$" { s += $2 } END { print s + 0 }'
 }
 
+# reconciler_pid POD: the pid, on this node, of the reconciler process of pod POD.
+reconciler_pid() {
+  local pid
+  for pid in $(pgrep -f 'hellostateful-reconciler run'); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "POD_NAME=$1"; then echo "$pid"; return 0; fi
+  done
+  return 1
+}
+
 # reconciler_restarts: restart count of the reconciler container.
 reconciler_restarts() {
   kubectl -n "$RECONCILER_NS" get pods -l app.kubernetes.io/component=reconciler \

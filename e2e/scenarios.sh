@@ -232,15 +232,6 @@ test_api_server_restart_mid_reconcile_converges() {
 # lease_holder: the reconciler pod that holds the leader Lease.
 lease_holder() { kubectl -n "$RECONCILER_NS" get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}'; }
 
-# reconciler_pid POD: the pid, on this node, of the reconciler process of pod POD.
-reconciler_pid() {
-  local pid
-  for pid in $(pgrep -f 'hellostateful-reconciler run'); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "POD_NAME=$1"; then echo "$pid"; return 0; fi
-  done
-  return 1
-}
-
 # Two replicas; the leader is frozen (SIGSTOP: a long GC pause, a stuck node). The other
 # takes the Lease once it has not been renewed for a whole Lease by its own clock; the old
 # leader, thawed, makes no change and steps down; the new one acts.
