@@ -352,6 +352,34 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   has_event "$NS" Deleted
 }
 
+# Scheduled backups that keep failing (their target is full): once two scheduled runs pass
+# without a successful backup the app says so (BackupOverdue in status, an event, `list`,
+# the reconciler's per-app metric), and says so no more once a backup succeeds again.
+test_failing_scheduled_backups_are_reported_overdue_until_one_succeeds() {
+  local ns metrics
+  ns=$(new_ns late)
+  mkdir -p "$SMALL_ROOT/$ns"
+  mount -t tmpfs -o size=256k tmpfs "$SMALL_ROOT/$ns"
+  trap "cleanup_ns '$ns'; umount '$SMALL_ROOT/$ns'; rmdir '$SMALL_ROOT/$ns'" EXIT
+  app_yaml late "{\"replicas\": 1, \"backupSchedule\": \"* * * * *\", \"backup\": {\"target\": {\"hostPath\": \"$SMALL_ROOT\"}}}" |
+    kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "late Ready" 120 app_ready "$ns" late || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec late-0 -c app -- dd if=/dev/urandom of=/usr/share/hello/big bs=1024 count=1024 2>/dev/null
+  wait_for "BackupOverdue" 240 status_contains "$ns" late \
+    '{.status.conditions[?(@.type=="BackupOverdue")].status}' True || { on_fail "$ns"; return 1; }
+  status_contains "$ns" late '{.status.conditions[?(@.type=="BackupOverdue")].message}' "have passed"
+  has_event "$ns" BackupOverdue
+  "$HS_PLUGIN" -n "$ns" list | grep -q "(overdue)" || { "$HS_PLUGIN" -n "$ns" list; return 1; }
+  metrics=$(kubectl get --raw "/api/v1/namespaces/$RECONCILER_NS/services/hellostateful-reconciler-metrics:8080/proxy/metrics")
+  grep -qx "hellostateful_backup_overdue{namespace=\"$ns\",name=\"late\"} 1" <<<"$metrics" ||
+    { grep "backup_overdue" <<<"$metrics"; return 1; }
+  kubectl -n "$ns" exec late-0 -c app -- rm /usr/share/hello/big
+  wait_for "BackupOverdue False after a backup succeeded" 180 status_contains "$ns" late \
+    '{.status.conditions[?(@.type=="BackupOverdue")].status}' False || { on_fail "$ns"; return 1; }
+  has_event "$ns" BackupsOnTime
+  ! "$HS_PLUGIN" -n "$ns" list | grep -q "(overdue)"
+}
+
 # Last: it replaces the running reconciler for a minute, and puts it back. Installs keep the
 # settings an admin changed (here moverStartSeconds) unless a flag sets them.
 test_install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings() {
@@ -395,5 +423,6 @@ run_test delete_says_backups_are_kept test_delete_says_backups_are_kept
 run_test create_from_backup_of_a_deleted_app_brings_its_newest_data test_create_from_backup_of_a_deleted_app_brings_its_newest_data
 run_test --alone delete_without_a_running_reconciler_says_why_the_app_stays test_delete_without_a_running_reconciler_says_why_the_app_stays
 run_test backups_of_a_deleted_app_are_listed_then_deleted_on_request test_backups_of_a_deleted_app_are_listed_then_deleted_on_request
+run_test failing_scheduled_backups_are_reported_overdue_until_one_succeeds test_failing_scheduled_backups_are_reported_overdue_until_one_succeeds
 run_test --alone install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings test_install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_settings
 summary

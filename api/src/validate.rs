@@ -26,15 +26,15 @@ pub enum SpecError {
     SourceName(String),
 }
 
-/// Macros Kubernetes CronJobs accept in place of five fields.
-const CRON_MACROS: [&str; 7] = [
-    "@yearly",
-    "@annually",
-    "@monthly",
-    "@weekly",
-    "@daily",
-    "@midnight",
-    "@hourly",
+/// Macros Kubernetes CronJobs accept in place of five fields, and the fields they stand for.
+const CRON_MACROS: [(&str, &str); 7] = [
+    ("@yearly", "0 0 1 1 *"),
+    ("@annually", "0 0 1 1 *"),
+    ("@monthly", "0 0 1 * *"),
+    ("@weekly", "0 0 * * 0"),
+    ("@daily", "0 0 * * *"),
+    ("@midnight", "0 0 * * *"),
+    ("@hourly", "0 * * * *"),
 ];
 
 /// A schedule's time zone and expression: `TZ=Europe/Paris 0 3 * * *` (the CRD's form, as
@@ -68,7 +68,7 @@ pub fn schedule(schedule: &str) -> Result<(), SpecError> {
         }
         (_, expression) => expression,
     };
-    if CRON_MACROS.contains(&expression) {
+    if CRON_MACROS.iter().any(|(name, _)| *name == expression) {
         return Ok(());
     }
     let fields = expression.split_whitespace().count();
@@ -80,6 +80,18 @@ pub fn schedule(schedule: &str) -> Result<(), SpecError> {
     Cron::from_str(expression)
         .map(|_| ())
         .map_err(|error| invalid(error.to_string()))
+}
+
+/// A valid schedule's cron expression (a macro expanded), and whether it names a time zone.
+/// `None` for a schedule [`schedule`] refuses.
+pub fn parsed_schedule(text: &str) -> Option<(Cron, bool)> {
+    schedule(text).ok()?;
+    let (zone, expression) = split_time_zone(text);
+    let expression = CRON_MACROS
+        .iter()
+        .find(|(name, _)| *name == expression)
+        .map_or(expression, |(_, fields)| fields);
+    Some((Cron::from_str(expression).ok()?, zone.is_some()))
 }
 
 /// Checks a `restore-from` annotation value: `latest` or a snapshot id.

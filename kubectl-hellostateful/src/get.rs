@@ -160,6 +160,16 @@ pub fn table_of(
                 .last_backup
                 .as_ref()
                 .map_or("<none>".to_string(), |b| age_of(now, &b.time));
+            // The reconciler's BackupOverdue condition: two scheduled runs passed without one.
+            let overdue = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "BackupOverdue" && c.status == "True");
+            let last_backup = if overdue {
+                style.warn(format!("{last_backup} (overdue)"))
+            } else {
+                last_backup
+            };
             row.extend([
                 printable(&app.name_any()).into_owned(),
                 ready(app, style),
@@ -272,6 +282,25 @@ default     hello   1/1     1          */5 * * * *   4m58s         false      3h
 prod        web     2/3     3          <none>        <none>        true       3h    node-1   data-web-0,data-web-1,data-web-2   <none>
 "
         );
+    }
+
+    #[test]
+    fn an_overdue_backup_is_marked_in_the_table() {
+        let mut late = app("default", "late", 1, 1);
+        late.status.as_mut().unwrap().conditions.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "BackupOverdue".into(),
+                status: "True".into(),
+                reason: "BackupOverdue".into(),
+                message: "no backup has succeeded since ...".into(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2026-11-29T14:00:00Z".parse().unwrap(),
+                ),
+                observed_generation: None,
+            },
+        );
+        let text = table_of(&[late], false, false, now(), Style::PLAIN);
+        assert!(text.contains("4m58s (overdue)"), "{text}");
     }
 
     #[test]

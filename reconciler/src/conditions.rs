@@ -13,6 +13,8 @@ pub const BACKING_UP: &str = "BackingUp";
 pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
 /// The newest finished backup failed.
 pub const BACKUP_FAILED: &str = "BackupFailed";
+/// Two scheduled backup runs passed without a successful backup (see `overdue`).
+pub const BACKUP_OVERDUE: &str = "BackupOverdue";
 /// The app's volumes and StatefulSet were made (after the initial restore, if any). Never
 /// goes back to False, so a StatefulSet deleted by hand is remade without a second restore.
 pub const INITIALIZED: &str = "Initialized";

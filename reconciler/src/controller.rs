@@ -41,7 +41,8 @@ use crate::jobs::{self, JobState};
 use crate::kept::{self, AppOf, Kept, View};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
+use crate::overdue;
 use crate::parts;
 use crate::placement;
 use crate::progress;
@@ -156,6 +157,10 @@ impl Context {
     /// Forgets everything kept of a deleted app, so that the maps do not grow with churn.
     fn forget(&self, app: &AppRef<'_>) {
         self.remember_version(app.app, None);
+        self.metrics.forget(&metrics::AppLabel {
+            namespace: app.namespace.clone(),
+            name: app.name.clone(),
+        });
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(&format!("{}/{}", app.namespace, app.name));
         }
@@ -1212,6 +1217,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
 
     back_up(pass, &jobs, restoring).await?;
+    report_overdue(pass);
 
     let observed = progress::Observed {
         ready: statefulset
@@ -1606,6 +1612,69 @@ async fn decide<P>(
 
 /// The schedule, on-demand backups and what status says of them (see `backups`): decided,
 /// reading the termination messages the decision asks for, then written.
+/// The BackupOverdue condition (an event when it turns True or back) and the app's backup
+/// metrics, from the newest successful backup in status.
+fn report_overdue(pass: &mut Pass<'_>) {
+    let app = pass.app;
+    let utc = |time: &k8s_openapi::jiff::Timestamp| {
+        chrono::DateTime::from_timestamp(time.as_second(), time.subsec_nanosecond().unsigned_abs())
+    };
+    let Some(created) = app
+        .app
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| utc(&t.0))
+    else {
+        return;
+    };
+    let last_success = pass
+        .record
+        .status
+        .last_backup
+        .as_ref()
+        .and_then(|backup| chrono::DateTime::parse_from_rfc3339(&backup.time).ok())
+        .map(|time| time.with_timezone(&chrono::Utc));
+    let label = metrics::AppLabel {
+        namespace: app.namespace.clone(),
+        name: app.name.clone(),
+    };
+    if let Some(time) = last_success {
+        pass.ctx
+            .metrics
+            .last_backup
+            .get_or_create(&label)
+            .set(time.timestamp());
+    }
+    let verdict = overdue::check(&app.app.spec, created, last_success, chrono::Utc::now());
+    let was_overdue = pass.conditions().is_true(conditions::BACKUP_OVERDUE);
+    let (overdue, reason, message) = match verdict {
+        overdue::Verdict::Overdue(message) => (true, "BackupOverdue", message),
+        overdue::Verdict::OnTime => (
+            false,
+            "BackupsOnTime",
+            "the newest successful backup is within the schedule".to_string(),
+        ),
+        overdue::Verdict::NotScheduled(why) => (false, "NotScheduled", why.to_string()),
+    };
+    pass.ctx
+        .metrics
+        .backup_overdue
+        .get_or_create(&label)
+        .set(i64::from(overdue));
+    let changed = pass
+        .conditions()
+        .set(conditions::BACKUP_OVERDUE, overdue, reason, &message);
+    if changed && overdue != was_overdue && (overdue || was_overdue) {
+        let kind = if overdue {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        pass.note(kind, reason, "Backup", message);
+    }
+}
+
 async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Result<(), Error> {
     let app = pass.app;
     let location = pass

@@ -17,6 +17,7 @@ pub mod kept;
 pub mod leader;
 pub mod location;
 pub mod metrics;
+pub mod overdue;
 pub mod parts;
 pub mod placement;
 pub mod progress;

@@ -4,6 +4,7 @@ use http::{Method, Request};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tower::util::MapRequestLayer;
@@ -26,6 +27,14 @@ pub struct RequestLabel {
     pub kind: &'static str,
 }
 
+/// An app, for the per-app metrics (removed when the app is deleted, so their number
+/// follows the apps').
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppLabel {
+    pub namespace: String,
+    pub name: String,
+}
+
 /// Every metric the reconciler exports.
 pub struct Metrics {
     pub reconciles: Counter,
@@ -36,6 +45,8 @@ pub struct Metrics {
     pub restores: Family<ResultLabel, Counter>,
     pub backup_bytes: Counter,
     pub api_requests: Family<RequestLabel, Counter>,
+    pub last_backup: Family<AppLabel, Gauge>,
+    pub backup_overdue: Family<AppLabel, Gauge>,
 }
 
 impl Metrics {
@@ -50,6 +61,8 @@ impl Metrics {
             restores: Family::default(),
             backup_bytes: Counter::default(),
             api_requests: Family::default(),
+            last_backup: Family::default(),
+            backup_overdue: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("hellostateful");
         registry.register("reconciles", "Reconcile passes", metrics.reconciles.clone());
@@ -88,7 +101,23 @@ impl Metrics {
             "Requests sent to the API server, by kind (read, watch, write)",
             metrics.api_requests.clone(),
         );
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the app's newest successful backup finished (Unix time), by app",
+            metrics.last_backup.clone(),
+        );
+        registry.register(
+            "backup_overdue",
+            "1 while the app's scheduled backups are overdue (its BackupOverdue condition), by app",
+            metrics.backup_overdue.clone(),
+        );
         metrics
+    }
+
+    /// Forgets a deleted app's per-app metrics.
+    pub fn forget(&self, app: &AppLabel) {
+        self.last_backup.remove(app);
+        self.backup_overdue.remove(app);
     }
 
     /// A client layer that counts every request it lets through in `api_requests`.
