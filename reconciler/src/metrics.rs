@@ -64,6 +64,16 @@ impl Metrics {
             last_backup: Family::default(),
             backup_overdue: Family::default(),
         };
+        // Both outcomes from the start, at zero: an alert on `increase` sees the first one.
+        for family in [&metrics.backups, &metrics.restores] {
+            for result in ["succeeded", "failed"] {
+                family
+                    .get_or_create(&ResultLabel {
+                        result: result.to_string(),
+                    })
+                    .inc_by(0);
+            }
+        }
         let registry = registry.sub_registry_with_prefix("hellostateful");
         registry.register("reconciles", "Reconcile passes", metrics.reconciles.clone());
         registry.register(

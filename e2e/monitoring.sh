@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Monitoring (manifests/monitoring): the alerts pass promtool's checks and unit tests (each
+# fires when it should and resolves), the component renders with the manifests, and a real
+# Prometheus (Debian's) scrapes the reconciler in the test cluster with the alerts loaded,
+# sees an app's per-app series, every metric the alerts name is one the reconciler exports,
+# and none of them fires while all is well.
+set -uo pipefail
+E2E_SUITE=monitoring
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
+
+MONITORING=$E2E_ROOT/manifests/monitoring
+WORK=$(mktemp -d /tmp/monitoring-e2e.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+# The rules of the PrometheusRule, as promtool and Prometheus read them.
+python3 -c 'import sys, yaml; print(yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["spec"]))' \
+  "$MONITORING/alerts.yaml" >"$WORK/rules.yaml"
+# A port of its own: Debian's package may run a Prometheus of its own on 9090.
+PROMETHEUS_PORT=19090
+metrics() {
+  kubectl get --raw "/api/v1/namespaces/$RECONCILER_NS/services/hellostateful-reconciler-metrics:8080/proxy/metrics"
+}
+prometheus_api() { curl -fsS --max-time 5 "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/$1"; }
+
+test_the_alerts_pass_promtools_checks_and_unit_tests() {
+  promtool check rules "$WORK/rules.yaml"
+  cp "$MONITORING/alerts_test.yaml" "$WORK/"
+  (cd "$WORK" && promtool test rules alerts_test.yaml)
+}
+
+test_the_component_renders_with_the_manifests() {
+  local out
+  mkdir -p "$WORK/overlay"
+  cp -r "$E2E_ROOT/manifests" "$WORK/overlay/base"
+  printf 'resources: [base]\ncomponents: [base/monitoring]\n' >"$WORK/overlay/kustomization.yaml"
+  out=$(kubectl kustomize "$WORK/overlay")
+  grep -q '^kind: ServiceMonitor$' <<<"$out" && grep -q '^kind: PrometheusRule$' <<<"$out"
+  # The ServiceMonitor selects the metrics Service by its labels.
+  python3 -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
+service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "hellostateful-reconciler-metrics")
+wanted = monitor["spec"]["selector"]["matchLabels"]
+assert all(service["metadata"]["labels"].get(k) == v for k, v in wanted.items()), (wanted, service["metadata"]["labels"])
+assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
+' <<<"$out"
+}
+
+# alerts_name_only_exported_metrics: every metric the alerts name is one the reconciler exports
+# (the per-app ones once an app has a successful backup).
+alerts_name_only_exported_metrics() {
+  local exported name
+  exported=$(metrics | awk '$1 == "#" && $2 == "TYPE" { print $3 }')
+  for name in $(grep -o 'hellostateful_[a-z_]*' "$WORK/rules.yaml" | sort -u); do
+    # A counter's series carry _total; its TYPE line does not.
+    grep -qx "${name%_total}" <<<"$exported" || { echo "the alerts name $name, which the reconciler does not export"; return 1; }
+  done
+}
+
+scraped() {
+  prometheus_api 'query?query=up%7Bjob%3D%22hellostateful-reconciler-metrics%22%7D' |
+    jq -e '.data.result[0].value[1] == "1"' >/dev/null
+}
+series_of() {
+  prometheus_api "query?query=hellostateful_backup_last_success_timestamp_seconds%7Bnamespace%3D%22$1%22%7D" |
+    jq -e '.data.result | length == 1' >/dev/null
+}
+test_a_real_prometheus_scrapes_the_reconciler_with_the_alerts_loaded() {
+  local ns ip
+  ns=$(new_ns mon)
+  trap "[[ -z \${PROMETHEUS_PID:-} ]] || kill \$PROMETHEUS_PID 2>/dev/null; cleanup_ns '$ns'" EXIT
+  app_yaml watched '{"replicas": 1, "backupSchedule": "0 0 1 1 *"}' | kubectl -n "$ns" apply -f - >/dev/null
+  ip=$(kubectl -n "$RECONCILER_NS" get service hellostateful-reconciler-metrics -o jsonpath='{.spec.clusterIP}')
+  # The job name is the one the ServiceMonitor gives (the Service's), which the alerts use.
+  cat >"$WORK/prometheus.yml" <<EOF
+global: {scrape_interval: 2s, evaluation_interval: 2s}
+rule_files: [$WORK/rules.yaml]
+scrape_configs:
+  - job_name: hellostateful-reconciler-metrics
+    static_configs: [{targets: ["$ip:8080"]}]
+EOF
+  prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/data" \
+    --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" >"$WORK/prometheus.log" 2>&1 &
+  PROMETHEUS_PID=$!
+  wait_for "Prometheus scrapes the reconciler" 60 scraped || { tail -n 20 "$WORK/prometheus.log"; return 1; }
+  prometheus_api rules | jq -e '[.data.groups[].rules[] | select(.health == "ok")] | length == 5' >/dev/null ||
+    { prometheus_api rules; return 1; }
+  wait_for "watched Ready" 120 app_ready "$ns" watched || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" watched backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  wait_for "watched's last successful backup in Prometheus" 60 series_of "$ns"
+  alerts_name_only_exported_metrics
+  # All is well here: the reconciler answers and runs, and this app is not overdue (other
+  # suites' apps, beside this one, may fail backups and restores on purpose).
+  prometheus_api alerts | jq -e --arg ns "$ns" '[.data.alerts[] | select(
+    (.labels.alertname | test("Reconciler")) or .labels.namespace == $ns)] | length == 0' >/dev/null ||
+    { prometheus_api alerts; return 1; }
+}
+
+run_test the_alerts_pass_promtools_checks_and_unit_tests test_the_alerts_pass_promtools_checks_and_unit_tests
+run_test the_component_renders_with_the_manifests test_the_component_renders_with_the_manifests
+run_test a_real_prometheus_scrapes_the_reconciler_with_the_alerts_loaded test_a_real_prometheus_scrapes_the_reconciler_with_the_alerts_loaded
+summary
