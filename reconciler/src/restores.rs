@@ -48,6 +48,16 @@ impl Plan {
         }
     }
 
+    /// The pass that records a restore's outcome: the app stays stopped until that record is
+    /// written, and the next pass, which reads it, starts the app once no restore Job of
+    /// the app runs (see `on_demand`). Were the app started by this pass and its status
+    /// write lost, the next pass would follow the restore from its Jobs again (a swap or
+    /// undo part deleted meanwhile is made again) beside the running app; and a restore
+    /// Job of another token made meanwhile would run beside it too.
+    fn recording() -> Self {
+        Self::restoring(None)
+    }
+
     fn restoring(start: Option<(String, MoverTask)>) -> Self {
         Self {
             replicas: 0,
@@ -352,7 +362,7 @@ fn decide(
                 .conditions()
                 .set(conditions::RESTORING, false, "Restored", &message);
             record.note(EventType::Normal, "Restored", "Restore", message);
-            Ok(Plan::runs(replicas))
+            Ok(Plan::recording())
         }
         Some(JobState::Failed(reason)) => {
             let cause = match job {
@@ -393,7 +403,11 @@ fn decide(
                 .conditions()
                 .set(conditions::RESTORING, false, "RestoreFailed", &message);
             record.note(EventType::Warning, "RestoreFailed", "Restore", message);
-            Ok(Plan::runs(run))
+            Ok(if run > 0 {
+                Plan::recording()
+            } else {
+                Plan::runs(0)
+            })
         }
         None => {
             // Begun: this token's Job is named in status (the app is being stopped for it).
@@ -684,7 +698,7 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_restore_names_its_backup_and_starts_the_app() {
+    fn a_finished_restore_names_its_backup_and_starts_the_app_once_that_is_recorded() {
         let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let job_name = names::restore_job("hello", "uid-1", TOKEN);
         let finished = job(&job_name, Component::Restore, Some("Complete"));
@@ -697,8 +711,15 @@ mod tests {
         assert!(matches!(decision, Decision::Read(Read::Message(name)) if name == job_name));
 
         let reads = fixtures::message(&job_name, r#"{"restored":true,"id":"20261129T150001Z"}"#);
-        let (decision, record) = run(&app, &[finished], &reads, Default::default());
-        assert_eq!(decision.done(), Plan::runs(2));
+        let (decision, record) = run(
+            &app,
+            std::slice::from_ref(&finished),
+            &reads,
+            Default::default(),
+        );
+        // The pass that acknowledges it keeps the app stopped: were its status write lost,
+        // the next pass would follow the restore from its Jobs again beside the app.
+        assert_eq!(decision.done(), Plan::recording());
         let request = record
             .status
             .restore_request
@@ -707,6 +728,21 @@ mod tests {
         assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
         assert!(record.status.is_restored);
         assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+
+        // The next pass reads the acknowledgement and starts the app, no restore Job running.
+        let (decision, _) = run(&app, &[finished], &Reads::default(), record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(2));
+        let running = job(
+            &names::restore_job("hello", "uid-1", "t2"),
+            Component::Restore,
+            None,
+        );
+        let (decision, _) = run(&app, &[running], &Reads::default(), record.status);
+        assert_eq!(
+            decision.done().replicas,
+            0,
+            "not while another restore Job runs"
+        );
     }
 
     #[test]
@@ -749,9 +785,11 @@ mod tests {
         let third_job = names::restore_job("hello", "uid-1", "t3");
         let done = job(&third_job, Component::Restore, Some("Complete"));
         let reads = fixtures::message(&third_job, r#"{"restored":true,"id":"20261129T150001Z"}"#);
-        let (decision, record) = run(&third, &[done], &reads, still.status);
-        assert_eq!(decision.done(), Plan::runs(2));
+        let (decision, record) = run(&third, std::slice::from_ref(&done), &reads, still.status);
+        assert_eq!(decision.done(), Plan::recording());
         assert_eq!(record.status.unfinished_restore, None);
+        let (decision, _) = run(&third, &[done], &Reads::default(), record.status);
+        assert_eq!(decision.done(), Plan::runs(2));
     }
 
     #[test]
@@ -924,12 +962,14 @@ mod tests {
             &reads,
             Default::default(),
         );
-        assert_eq!(decision.done(), Plan::runs(2));
-        let request = record.status.restore_request.expect("acknowledged");
+        assert_eq!(decision.done(), Plan::recording());
+        let request = record.status.restore_request.clone().expect("acknowledged");
         assert_eq!(
             (request.phase, request.backup_id.as_deref()),
             (RequestPhase::Succeeded, Some("20261129T150001Z"))
         );
+        let (decision, _) = run(&app, &swapping(Some("Complete")), &reads, record.status);
+        assert_eq!(decision.done(), Plan::runs(2));
     }
 
     #[test]
@@ -996,9 +1036,11 @@ mod tests {
         let (decision, record) = run(&app, &jobs, &undo_failed, Default::default());
         assert_eq!(
             decision.done(),
-            Plan::runs(2),
-            "the live data was not replaced"
+            Plan::recording(),
+            "the live data was not replaced: the app starts once that is recorded"
         );
+        let (decision, _) = run(&app, &jobs, &undo_failed, record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(2));
         // An undo that found the set committed after all (its Job failed after its last
         // write): the set is to be swapped in, and the app must not run meanwhile.
         let mut committed = fixtures::message(&stage, "error: no space left on device");
