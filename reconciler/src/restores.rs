@@ -83,6 +83,15 @@ fn running(jobs: &[Arc<Job>]) -> Option<String> {
         .map(|job| job.name_any())
 }
 
+/// Whether a part Job of restore set `set` is there: the set's Job was made.
+fn has_parts(jobs: &[Arc<Job>], set: &str) -> bool {
+    jobs.iter().any(|job| {
+        job.labels()
+            .get(names::PART_OF_LABEL)
+            .is_some_and(|of| of == set)
+    })
+}
+
 /// Whether a restore request failed after its Job began replacing the live data.
 pub fn interrupted_mid_swap(request: &RequestStatus) -> bool {
     request.phase == RequestPhase::Failed
@@ -108,7 +117,11 @@ pub fn on_demand(
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    let plan = follow_unfinished(app, jobs, reads, record).and_then(|following| {
+    let in_parts = matches!(
+        children::restore_task(app, location, "latest"),
+        MoverTask::RestoreCommit { .. }
+    );
+    let plan = follow_unfinished(app, jobs, in_parts, reads, record).and_then(|following| {
         let mut plan = decide(
             app,
             location,
@@ -144,19 +157,23 @@ pub fn on_demand(
 fn follow_unfinished(
     app: &AppRef,
     jobs: &[Arc<Job>],
+    in_parts: bool,
     reads: &Reads,
     record: &mut Record,
 ) -> Result<Option<(String, Steps)>, Unread> {
     let old = record.status.restore_request.clone();
     let newest = record.restore_token(app.app);
-    // A request replaced by a new token while its Job exists: recorded before the new
-    // token's acknowledgement replaces the old one, the only other place that names it.
+    // A request replaced by a new token while its Job exists, or (a restore in parts) once
+    // its Job was made and is gone (expired, deleted: what it committed and swapped in is
+    // unknown): recorded before the new token's acknowledgement replaces the old one, the
+    // only other place that names it.
     if record.status.unfinished_restore.is_none()
         && let Some(request) = old.filter(|request| !request.phase.is_final())
         && newest.is_some_and(|token| token != request.token)
-        && let Some(job) = request
-            .job
-            .filter(|name| jobs.iter().any(|j| j.name_any() == *name))
+        && let Some(job) = request.job.clone().filter(|name| {
+            jobs.iter().any(|j| j.name_any() == *name)
+                || (in_parts && (request.phase == RequestPhase::Running || has_parts(jobs, name)))
+        })
     {
         record.status.unfinished_restore = Some(job);
     }
@@ -236,19 +253,12 @@ fn decide(
         }
         // Begun: acknowledged Running, or (a lost status write can leave it Pending) a part
         // Job of its set is still there.
-        let has_parts = |set: &str| {
-            jobs.iter().any(|job| {
-                job.labels()
-                    .get(names::PART_OF_LABEL)
-                    .is_some_and(|of| of == set)
-            })
-        };
         if let Some(begun) = old
             .as_ref()
             .filter(|request| !request.phase.is_final())
             .and_then(|request| {
                 let job = request.job.clone()?;
-                (request.phase == RequestPhase::Running || has_parts(&job)).then_some(job)
+                (request.phase == RequestPhase::Running || has_parts(jobs, &job)).then_some(job)
             })
         {
             // Its Job ran, and is gone (expired while nothing followed it): what it swapped
@@ -316,6 +326,15 @@ fn decide(
         let mut status = request(token, phase, Some(&job_name), message);
         status.backup_id = backup_id;
         record.status.restore_request = Some(status);
+    };
+    // The request failed: acknowledged, counted, and said in a condition and an event.
+    let fail = |record: &mut Record, message: String| {
+        acknowledge(record, RequestPhase::Failed, &message, None);
+        record.tallies.push(Tally::RestoreFailed);
+        record
+            .conditions()
+            .set(conditions::RESTORING, false, "RestoreFailed", &message);
+        record.note(EventType::Warning, "RestoreFailed", "Restore", message);
     };
     let task = children::restore_task(app, location, from);
     let running_message = match &task {
@@ -397,12 +416,7 @@ fn decide(
                     replicas,
                 )
             };
-            acknowledge(record, RequestPhase::Failed, &message, None);
-            record.tallies.push(Tally::RestoreFailed);
-            record
-                .conditions()
-                .set(conditions::RESTORING, false, "RestoreFailed", &message);
-            record.note(EventType::Warning, "RestoreFailed", "Restore", message);
+            fail(record, message);
             Ok(if run > 0 {
                 Plan::recording()
             } else {
@@ -424,6 +438,43 @@ fn decide(
                     Some(request(token, RequestPhase::Pending, None, &message));
                 return Ok(Plan::runs(replicas));
             }
+            let in_parts = matches!(task, MoverTask::RestoreCommit { .. });
+            // Its Job was made (status says it runs, or a part Job of its set is there) and is
+            // gone: its TTL removed it before its outcome was recorded (the reconciler was
+            // down that long), or someone deleted it.
+            let lost = old.as_ref().is_some_and(|request| {
+                request.token == token
+                    && request.job.as_deref() == Some(job_name.as_str())
+                    && (request.phase == RequestPhase::Running || has_parts(jobs, &job_name))
+            });
+            if lost && in_parts {
+                // A set may have been committed, and some volumes swapped in: run again as
+                // new, its stages would roll that set forward on some volumes, and its
+                // failure would run the app on a mix. Kept as unfinished instead: the app
+                // stays stopped until a restore succeeds, which finishes this one first.
+                let message = format!(
+                    "restore of {from} failed: {}: its Job {job_name} is gone (expired or \
+                     deleted) before its outcome was recorded, so whether it committed the \
+                     restore, and which volumes it swapped in, is unknown. The app stays \
+                     stopped so that it never runs on a mix of old and restored volumes: \
+                     request the restore again (kubectl hellostateful restore {}), which \
+                     finishes the swap first",
+                    hellostateful_mover::SWAP_INTERRUPTED,
+                    app.name
+                );
+                record.status.unfinished_restore = Some(job_name.clone());
+                fail(record, message);
+                return Ok(Plan {
+                    in_progress: running_restore.is_some(),
+                    ..Plan::runs(0)
+                });
+            }
+            // A restore in parts is made only once status names its Job (see `follow_unfinished`
+            // and the `lost` case above, which rely on that record): when the app is stopped
+            // already, this pass writes it, and the next one makes the Job.
+            let named = old
+                .as_ref()
+                .is_some_and(|r| r.token == token && r.job.as_deref() == Some(job_name.as_str()));
             let backup = jobs::running(jobs, Component::Backup);
             let mut start = None;
             let (phase, message) = if let Some(other) = &running_restore {
@@ -440,16 +491,16 @@ fn decide(
                 match reads.app_pods()? {
                     // Stopped, as observed: no pod, and a StatefulSet that makes none. A
                     // StatefulSet still asking for replicas could start one beside the mover.
+                    (0, 0) if in_parts && !named => (
+                        RequestPhase::Pending,
+                        format!(
+                            "the app is stopped: Job {job_name} is made once this status is written"
+                        ),
+                    ),
                     (0, 0) => {
-                        // Its Job ran once already (status says so) and is gone: its TTL
-                        // removed it before its outcome could be recorded (the reconciler
-                        // was down that long). The app has stayed stopped; restoring the same
-                        // backup again is safe and gives the one outcome that can be reported.
-                        let lost = old.as_ref().is_some_and(|request| {
-                            request.token == token
-                                && request.phase == RequestPhase::Running
-                                && request.job.as_deref() == Some(job_name.as_str())
-                        });
+                        // Its Job ran once already and is gone (see `lost`), a restore in one
+                        // Job: the app has stayed stopped; restoring the same backup again is
+                        // safe and gives the one outcome that can be reported.
                         let started = if lost {
                             format!(
                                 "restoring {from} again with Job {job_name}: the first run's Job was removed before its outcome was recorded; the app stays stopped meanwhile"
@@ -821,11 +872,17 @@ mod tests {
             [names::swap_part(&set, 0), names::swap_part(&set, 1)],
             "the first set's swaps are made before anything of t2"
         );
-        assert_eq!(
-            record.status.unfinished_restore.as_deref(),
-            Some(set.as_str())
-        );
-        let request = record.status.restore_request.expect("t2 acknowledged");
+        t2_waits_behind(&record, &set);
+    }
+
+    /// Restore set `set` is recorded as unfinished, and token t2 acknowledged as Pending.
+    fn t2_waits_behind(record: &Record, set: &str) {
+        assert_eq!(record.status.unfinished_restore.as_deref(), Some(set));
+        let request = record
+            .status
+            .restore_request
+            .clone()
+            .expect("t2 acknowledged");
         assert_eq!(
             (request.token.as_str(), request.phase),
             ("t2", RequestPhase::Pending)
@@ -879,6 +936,45 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_restore_in_parts_whose_jobs_are_gone_is_kept_unfinished_not_run_again() {
+        let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        // Status says it runs; its Jobs expired before its outcome was recorded (the set
+        // may have been committed, and some volumes swapped in).
+        let running = HelloStatefulStatus {
+            restore_request: Some(request(TOKEN, RequestPhase::Running, Some(&set), "runs")),
+            ..Default::default()
+        };
+        let (decision, record) = run(&app, &[], &pods(0), running.clone());
+        assert_eq!(
+            decision.done(),
+            Plan::runs(0),
+            "neither run again nor started"
+        );
+        let failed = record.status.restore_request.clone().expect("acknowledged");
+        assert!(interrupted_mid_swap(&failed), "{failed:?}");
+        assert!(
+            failed.message.as_deref().is_some_and(
+                |m| m.contains("is gone") && m.contains("kubectl hellostateful restore hello")
+            ),
+            "{failed:?}"
+        );
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(set.as_str())
+        );
+        let (decision, _) = run(&app, &[], &pods(0), record.status);
+        assert_eq!(decision.done(), Plan::runs(0), "and on every later pass");
+
+        // A new token instead: the gone set is recorded as unfinished before its request is
+        // replaced, so the new restore's failure cannot start the app on a mix either.
+        let again = fixtures::spread_app(json!({names::RESTORE_REQUESTED: "t2"}));
+        let (decision, record) = run(&again, &[], &pods(0), running);
+        assert_eq!(decision.done().replicas, 0);
+        t2_waits_behind(&record, &set);
+    }
+
     /// Restore set `set` committed (its summary read), replica 0 swapped in, and replica 1's
     /// swap Job in condition `last` (a failed one says why).
     fn committed_then_swapping(set: &str, last: Option<&str>) -> (Vec<Arc<Job>>, Reads) {
@@ -902,7 +998,16 @@ mod tests {
         use crate::parts::tests::set_job;
         let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let set = names::restore_job("hello", "uid-1", TOKEN);
+        // The app is stopped: its Job is named in status first, and made by the next pass,
+        // which reads that record.
         let (decision, record) = run(&app, &[], &pods(0), Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None));
+        let named = record.status.restore_request.clone().expect("acknowledged");
+        assert_eq!(
+            (named.phase, named.job.as_deref()),
+            (RequestPhase::Pending, Some(set.as_str()))
+        );
+        let (decision, record) = run(&app, &[], &pods(0), record.status);
         let plan = decision.done();
         let commit = MoverTask::RestoreCommit {
             replicas: 2,
