@@ -1112,30 +1112,35 @@ mod tests {
             part_job(&set, Component::Restore, 1, Some("Failed")),
         ];
         let reads = fixtures::message(&stage, "error: no space left on device");
-        // First, replica 0's volume, which staged the backup, is rid of it.
+        // First, each volume is rid of what its part staged, by an undo part on every volume
+        // (replica 1's stage part failed, but may have left its staging), each of which asks
+        // the store whether the set was committed after all.
         let undo = names::undo_part(&set, 0);
+        let other_undo = names::undo_part(&set, 1);
         let (decision, _) = run(&app, &jobs, &reads, Default::default());
         let plan = decision.done();
-        let task = MoverTask::RestorePart {
+        let task = |ordinal| MoverTask::RestorePart {
             set: set.clone(),
-            ordinal: 0,
+            ordinal,
             step: crate::children::RestoreStep::Undo,
         };
-        assert_eq!(plan.swaps, [(undo.clone(), task)]);
+        assert_eq!(
+            plan.swaps,
+            [(undo.clone(), task(0)), (other_undo.clone(), task(1))]
+        );
         assert_eq!((plan.replicas, plan.in_progress), (0, true));
         let labels = [(names::PART_OF_LABEL, set.as_str())];
-        jobs.push(fixtures::job(&undo, Component::Restore, None, &labels));
+        let undo_job =
+            |name: &str, condition| fixtures::job(name, Component::Restore, condition, &labels);
+        jobs.push(undo_job(&undo, None));
+        jobs.push(undo_job(&other_undo, Some("Complete")));
         let (decision, _) = run(&app, &jobs, &reads, Default::default());
-        assert_eq!(decision.done(), Plan::restoring(None), "while it runs");
+        assert_eq!(decision.done(), Plan::restoring(None), "while one runs");
 
-        // Then the failure is reported; undone or not, the old data was never replaced.
-        jobs.pop();
-        jobs.push(fixtures::job(
-            &undo,
-            Component::Restore,
-            Some("Failed"),
-            &labels,
-        ));
+        // Then the failure is reported, once an undo part said (from the store) that the set
+        // was not committed: undone or not, the old data was never replaced.
+        jobs.remove(jobs.len() - 2);
+        jobs.push(undo_job(&undo, Some("Failed")));
         let mut undo_failed = fixtures::message(&stage, "error: no space left on device");
         undo_failed.add_message(undo.clone(), Some("error: node gone".into()));
         let (decision, record) = run(&app, &jobs, &undo_failed, Default::default());
@@ -1146,6 +1151,21 @@ mod tests {
         );
         let (decision, _) = run(&app, &jobs, &undo_failed, record.status.clone());
         assert_eq!(decision.done(), Plan::runs(2));
+
+        // No undo part could ask the store (each failed): whether the set was committed is
+        // unknown, and the app must not run on what may be half of it.
+        let mut none_asked = jobs.clone();
+        none_asked.pop();
+        none_asked.pop();
+        none_asked.push(undo_job(&undo, Some("Failed")));
+        none_asked.push(undo_job(&other_undo, Some("Failed")));
+        let mut both_failed = fixtures::message(&stage, "error: no space left on device");
+        both_failed.add_message(undo.clone(), Some("error: node gone".into()));
+        both_failed.add_message(other_undo.clone(), Some("error: node gone".into()));
+        let (decision, unknown) = run(&app, &none_asked, &both_failed, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0));
+        assert!(unknown.status.unfinished_restore.is_some());
+
         // An undo that found the set committed after all (its Job failed after its last
         // write): the set is to be swapped in, and the app must not run meanwhile.
         let mut committed = fixtures::message(&stage, "error: no space left on device");

@@ -1338,6 +1338,12 @@ fn part(set: u8, step: Step) -> JobKey {
     JobKey { set, step }
 }
 
+/// The restore of token `n` failed, and the app is held stopped.
+fn assert_held(w: &World, n: u8) {
+    assert_eq!(acked(w), Some((token(n), AckPhase::Failed)));
+    assert_eq!((w.asked, w.app_runs()), (0, false), "{w:#?}");
+}
+
 fn acked(w: &World) -> Option<(String, AckPhase)> {
     w.status
         .request
@@ -1357,10 +1363,8 @@ fn a_retry_after_a_lost_swap_that_fails_to_stage_never_runs_the_app_on_a_mix() {
     drive.step(Action::Run(part(1, Step::Swap(0))));
     drive.step(Action::LoseNode(1));
     drive.settle();
-    let w = &drive.world;
-    assert_eq!(acked(w), Some((token(1), AckPhase::Failed)));
-    assert!(w.status.unfinished.is_some(), "{:#?}", w.status);
-    assert_eq!((w.asked, w.app_runs()), (0, false));
+    assert_held(&drive.world, 1);
+    assert!(drive.world.status.unfinished.is_some());
 
     drive.step(Action::Request);
     drive.settle();
@@ -1595,6 +1599,35 @@ fn a_commit_that_failed_after_committing_is_never_taken_for_a_refusal() {
         Action::LoseNode(1),
     ]);
     drive.settle();
+}
+
+/// Invariant 2, with 4 faults (beyond the exhaustive check's budget; found by reading
+/// `parts::undone`). The commit's pod writes `commit.json` and fails for good; of the undo
+/// parts, volume 0's crashes before it asks the store and volume 1's node is lost, so
+/// neither finds the set committed. The set was taken for one "never committed": the
+/// failure reported as "the live data was not replaced", and the app ran on its old data,
+/// both volumes journaled for a committed set. A new request's stage on volume 0 rolled
+/// that set forward, the one on volume 1 failed (node lost), and the app ran on a mix.
+/// Fixed: an undo part is made on every volume, and only one that succeeded (the store
+/// said "not committed") lets the failure be taken for a refusal; else the restore fails
+/// as interrupted and the app stays stopped.
+#[test]
+fn a_failed_commit_whose_undo_parts_all_failed_is_never_taken_for_a_refusal() {
+    let mut drive = Drive::new(4);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Crash(set_job(1), Crash::Midway),
+        Action::Pass,
+        Action::Crash(part(1, Step::Undo(0)), Crash::Before),
+        Action::LoseNode(1),
+    ]);
+    drive.settle();
+    assert_held(&drive.world, 1);
+    assert!(drive.world.status.unfinished.is_some());
+
+    drive.step(Action::Request);
+    drive.settle();
+    assert_held(&drive.world, 2);
 }
 
 /// Invariant 1, in 3cf47eb with 3 faults (the first the check finds). Path: Pass,
