@@ -121,7 +121,12 @@ pub fn on_demand(
         children::restore_task(app, location, "latest"),
         MoverTask::RestoreCommit { .. }
     );
+    let recorded = record.status.unfinished_restore.clone();
     let plan = follow_unfinished(app, jobs, in_parts, reads, record).and_then(|following| {
+        // What is recorded as unfinished changed in this pass: no restore Job is made before
+        // that record is written (a Job made now, its write lost, could be a second restore
+        // the one place that names unfinished ones never records).
+        let settled = record.status.unfinished_restore == recorded;
         let mut plan = decide(
             app,
             location,
@@ -131,6 +136,7 @@ pub fn on_demand(
             reads,
             record,
             following.as_ref().map(|(set, _)| set.clone()),
+            settled,
         )?;
         if let Some((_, steps)) = following {
             plan.swaps.extend(steps);
@@ -167,15 +173,18 @@ fn follow_unfinished(
     // its Job was made and is gone (expired, deleted: what it committed and swapped in is
     // unknown): recorded before the new token's acknowledgement replaces the old one, the
     // only other place that names it.
-    if record.status.unfinished_restore.is_none()
-        && let Some(request) = old.filter(|request| !request.phase.is_final())
-        && newest.is_some_and(|token| token != request.token)
-        && let Some(job) = request.job.clone().filter(|name| {
-            jobs.iter().any(|j| j.name_any() == *name)
-                || (in_parts && (request.phase == RequestPhase::Running || has_parts(jobs, name)))
-        })
-    {
-        record.status.unfinished_restore = Some(job);
+    let replaced = old
+        .filter(|request| !request.phase.is_final())
+        .filter(|request| newest.is_some_and(|token| token != request.token))
+        .and_then(|request| {
+            request.job.clone().filter(|name| {
+                jobs.iter().any(|j| j.name_any() == *name)
+                    || (in_parts
+                        && (request.phase == RequestPhase::Running || has_parts(jobs, name)))
+            })
+        });
+    if record.status.unfinished_restore.is_none() {
+        record.status.unfinished_restore.clone_from(&replaced);
     }
     let Some(set) = record.status.unfinished_restore.clone() else {
         return Ok(None);
@@ -195,6 +204,11 @@ fn follow_unfinished(
             }
         }
     }
+    // Ended: a request replaced meanwhile (its Job made while this one was recorded) is
+    // recorded in its place, and followed, before the new token's acknowledgement replaces it.
+    if record.status.unfinished_restore.is_none() && replaced.as_ref().is_some_and(|r| *r != set) {
+        return follow_unfinished(app, jobs, in_parts, reads, record);
+    }
     Ok(None)
 }
 
@@ -208,6 +222,7 @@ fn decide(
     reads: &Reads,
     record: &mut Record,
     unfinished: Option<String>,
+    settled: bool,
 ) -> Result<Plan, Unread> {
     let replicas = app.app.spec.replicas;
     let old = record.status.restore_request.clone();
@@ -491,7 +506,7 @@ fn decide(
                 match reads.app_pods()? {
                     // Stopped, as observed: no pod, and a StatefulSet that makes none. A
                     // StatefulSet still asking for replicas could start one beside the mover.
-                    (0, 0) if in_parts && !named => (
+                    (0, 0) if in_parts && !(named && settled) => (
                         RequestPhase::Pending,
                         format!(
                             "the app is stopped: Job {job_name} is made once this status is written"
@@ -973,6 +988,36 @@ mod tests {
         let (decision, record) = run(&again, &[], &pods(0), running);
         assert_eq!(decision.done().replicas, 0);
         t2_waits_behind(&record, &set);
+    }
+
+    #[test]
+    fn a_request_replaced_while_another_restore_is_recorded_is_recorded_once_that_ends() {
+        use crate::parts::tests::set_job;
+        let first = names::restore_job("hello", "uid-1", TOKEN);
+        let second = names::restore_job("hello", "uid-1", "t2");
+        // t1, recorded as unfinished, has swapped in; t2's Job was made meanwhile (a pass
+        // whose status write was lost); then the user asks again (t3).
+        let (mut jobs, reads) = committed_then_swapping(&first, Some("Complete"));
+        jobs.push(set_job(&second, Component::Restore, false, None));
+        let status = HelloStatefulStatus {
+            restore_request: Some(request("t2", RequestPhase::Pending, Some(&second), "waits")),
+            unfinished_restore: Some(first),
+            ..Default::default()
+        };
+        let third = fixtures::spread_app(json!({names::RESTORE_REQUESTED: "t3"}));
+        let (decision, record) = run(&third, &jobs, &reads, status);
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.start), (0, None));
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(second.as_str()),
+            "t2 is followed to its end, not forgotten"
+        );
+        let request = record.status.restore_request.expect("t3 acknowledged");
+        assert_eq!(
+            (request.token.as_str(), request.phase),
+            ("t3", RequestPhase::Pending)
+        );
     }
 
     /// Restore set `set` committed (its summary read), replica 0 swapped in, and replica 1's

@@ -1645,6 +1645,61 @@ fn a_failed_commit_whose_undo_parts_all_failed_is_never_taken_for_a_refusal() {
     assert_held(&drive.world, 2);
 }
 
+/// Invariant 2, with 4 faults (`HS_SIM_FAULTS=4`, in 2db0678, after 303 s and 2.6 million
+/// states). Path: Pass, StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)),
+/// Run(t1 Stage(1)), Pass, Run(t1 Commit), Request, Pass, Run(t1 Swap(0)), Run(t1 Swap(1)),
+/// LoseStatusWrite, Request, Pass, Run(t2 Stage(1)), Run(t2 Stage(0)), Pass, Run(t2 Commit),
+/// Pass, Pass, LoseNode(1), Run(t3 Stage(0)), Pass, Run(t3 Commit), Pass, Run(t3 Undo(1)),
+/// Run(t3 Undo(0)), Pass, Pass, StartPod(0).
+///
+/// t2 waits for t1 (recorded as unfinished) to swap in. The pass that finds t1 ended clears
+/// that record and, t2 named in status, makes t2's Job; its write is lost, so status still
+/// records t1. The user asks again (t3): the next pass clears t1 again, but a replaced
+/// request was recorded as unfinished only while nothing else was, so t2, whose Job exists,
+/// was forgotten. Its set was committed and never swapped in; t3's stage rolled it forward
+/// on volume 0, its stage on volume 1 failed (node lost), and the app ran on a mix. Fixed:
+/// a request replaced while another restore was recorded is recorded once that one ended;
+/// and no restore Job is made in a pass that changes what is recorded as unfinished.
+#[test]
+fn a_restore_made_while_another_is_recorded_as_unfinished_is_followed_when_replaced() {
+    let mut drive = Drive::new(4);
+    drive.replay(&staged(1));
+    drive.replay(&[
+        Action::Run(set_job(1)),
+        Action::Request,
+        Action::Pass,
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Run(part(1, Step::Swap(1))),
+        Action::LoseStatusWrite,
+    ]);
+    assert!(
+        !drive.world.jobs.contains_key(&set_job(2)),
+        "no Job is made in the pass that clears t1's record"
+    );
+    drive.step(Action::Request);
+    for action in [
+        Action::Pass,
+        Action::Run(part(2, Step::Stage(1))),
+        Action::Run(part(2, Step::Stage(0))),
+        Action::Pass,
+        Action::Run(set_job(2)),
+        Action::Pass,
+        Action::Pass,
+    ] {
+        drive.step_if_offered(action);
+    }
+    drive.until("t3's stages run", |_, w| {
+        w.jobs.contains_key(&part(3, Step::Stage(1)))
+    });
+    drive.step(Action::LoseNode(1));
+    drive.settle();
+    // t2 never ran; t3 replaced nothing, and the app runs on t1's backup on every volume.
+    let w = &drive.world;
+    assert!(!w.jobs.keys().any(|key| key.set == 2), "{:#?}", w.jobs);
+    assert_eq!(acked(w), Some((token(3), AckPhase::Failed)));
+    assert!(w.all_hold(Data::Restored(1)) && w.app_runs(), "{w:#?}");
+}
+
 /// Invariant 1, in 3cf47eb with 3 faults (the first the check finds). Path: Pass,
 /// StopPod(0), StopPod(1), Pass, Pass, Run(t1 Stage(0)), Run(t1 Stage(1)), Pass,
 /// Run(t1 Commit), Pass, Run(t1 Swap(0)), Run(t1 Swap(1)), Request, LoseStatusWrite,
