@@ -17,10 +17,11 @@
 //! the counterexamples the check found, each now a regression test saying what fixed it.
 //!
 //! Figures (on the 2-core dev machine, debug build, one checker thread; times vary with
-//! the machine's load): with up to 2 faults (the default, run by `cargo test`) 20,295
-//! unique states in 2.5 to 3 s; with Jobs deleted by hand too (`HS_SIM_DELETE=1`) 23,852 in
-//! 3 to 4 s; with up to 3 faults (`HS_SIM_FAULTS=3`) 292,055 in 35 to 58 s, and 384,747 in
-//! 43 to 71 s with `HS_SIM_DELETE=1` as well. Every property holds in each.
+//! the machine's load): with up to 2 faults (the default, run by `cargo test`) 20,285
+//! unique states in about 2 s; with Jobs deleted by hand too (`HS_SIM_DELETE=1`) 23,842 in
+//! about 2 s; with up to 3 faults (`HS_SIM_FAULTS=3`) 291,394 in 25 s, and 384,064 in 33 s
+//! with `HS_SIM_DELETE=1` as well; with up to 4 faults (`HS_SIM_FAULTS=4`) 3,937,501 in
+//! 583 s (about 650 MB). Every property holds in each.
 //!
 //! Fault-free moves (a pass, a pod started or stopped, a Job's mover running to its end) are
 //! always possible, in any order; faults too, up to a budget per run (`HS_SIM_FAULTS`),
@@ -1173,10 +1174,11 @@ fn bound(name: &str, default: usize) -> usize {
 
 /// Explores every interleaving of the fault-free moves and up to `HS_SIM_FAULTS` faults (2
 /// by default), to depth `HS_SIM_DEPTH` if set (else to the end: the state space is
-/// finite), and checks every property in every state. With 3 faults (`HS_SIM_FAULTS=3`)
-/// it found the counterexamples replayed by the last scenarios below, all fixed now (the
-/// figures are in the module docs). Other knobs: `HS_SIM_WITHOUT` leaves kinds of fault
-/// out (see `Action::kind`), to find the counterexamples a fault does not take part in,
+/// finite), and checks every property in every state. With 3 and 4 faults
+/// (`HS_SIM_FAULTS=3`, `4`) it found the counterexamples replayed by the last scenarios
+/// below, all fixed now (the figures are in the module docs). Other knobs:
+/// `HS_SIM_WITHOUT` leaves kinds of fault out (see `Action::kind`), to find the
+/// counterexamples a fault does not take part in,
 /// `HS_SIM_SKIP` properties (by a part of their name, `mover,mix` say), to check the
 /// others past a known counterexample, `HS_SIM_DELETE=1` adds Jobs deleted by hand in any
 /// order (`Action::DeleteJob`),
@@ -1490,7 +1492,8 @@ fn a_stage_record_that_outlives_its_staging_is_never_committed() {
 // path impossible (a pod the StatefulSet no longer asks for, a Job never made), the test
 // takes it only if offered, then asserts what the fix changed. One more, with 4 faults,
 // was found by reading the code and fixed in 2db0678 (an undo part that could not ask the
-// store).
+// store), and one found with `HS_SIM_FAULTS=4` in 2db0678 was fixed in 64d45a3 (a second
+// restore's Job made while another was recorded as unfinished).
 // ---------------------------------------------------------------------------------------
 
 /// The path to the restore's stage parts having run and its Job let run.
