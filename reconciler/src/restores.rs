@@ -150,6 +150,13 @@ pub fn on_demand(
             replicas: 0,
             ..plan
         },
+        // One that ended in this pass: as for a restore's outcome (see `Plan::recording`),
+        // the app starts only once that is written, by the next pass.
+        None if recorded.is_some() => Plan {
+            replicas: 0,
+            in_progress: true,
+            ..plan
+        },
         None => plan,
     });
     decided(plan)

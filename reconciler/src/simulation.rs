@@ -1667,14 +1667,8 @@ fn a_failed_commit_whose_undo_parts_all_failed_is_never_taken_for_a_refusal() {
 fn a_restore_made_while_another_is_recorded_as_unfinished_is_followed_when_replaced() {
     let mut drive = Drive::new(4);
     drive.replay(&staged(1));
-    drive.replay(&[
-        Action::Run(set_job(1)),
-        Action::Request,
-        Action::Pass,
-        Action::Run(part(1, Step::Swap(0))),
-        Action::Run(part(1, Step::Swap(1))),
-        Action::LoseStatusWrite,
-    ]);
+    drive.replay(&swapped_in_while_t2_waits());
+    drive.step(Action::LoseStatusWrite);
     assert!(
         !drive.world.jobs.contains_key(&set_job(2)),
         "no Job is made in the pass that clears t1's record"
@@ -1701,6 +1695,28 @@ fn a_restore_made_while_another_is_recorded_as_unfinished_is_followed_when_repla
     assert!(!w.jobs.keys().any(|key| key.set == 2), "{:#?}", w.jobs);
     assert_eq!(acked(w), Some((token(3), AckPhase::Failed)));
     assert!(w.all_hold(Data::Restored(1)) && w.app_runs(), "{w:#?}");
+}
+
+/// Invariant 1, with 4 faults, one a Job deleted by hand (`HS_SIM_FAULTS=4
+/// HS_SIM_DELETE=1`, in 63ec35a). Path: Pass, StopPod(0), StopPod(1), Pass, Pass,
+/// Run(t1 Stage(0)), Run(t1 Stage(1)), Pass, Run(t1 Commit), Request, Pass,
+/// Run(t1 Swap(0)), Run(t1 Swap(1)), Withdraw, LoseStatusWrite, StartPod(1),
+/// DeleteJob(t1 Swap(1)), Pass.
+///
+/// t2 waits for t1, recorded as unfinished, to swap in; the user withdraws t2. The pass
+/// that finds t1 swapped in cleared its record and, t2 withdrawn before it began, started
+/// the app in the same pass; its status write lost, status still recorded t1, so once a
+/// swap Job of t1 was deleted the next pass made it again beside the app. Fixed: a pass
+/// that clears the unfinished record keeps the app stopped; the next one starts it.
+#[test]
+fn an_unfinished_restore_that_ends_keeps_the_app_stopped_until_that_is_recorded() {
+    let mut drive = staged_with_deletes(4);
+    drive.replay(&swapped_in_while_t2_waits());
+    drive.replay(&[Action::Withdraw, Action::LoseStatusWrite]);
+    delete_a_swap_after_a_lost_write(&mut drive);
+    let w = &drive.world;
+    assert!(w.all_hold(Data::Restored(1)) && (0..REPLICAS).all(|n| w.pod_runs(n)));
+    assert!(w.status.unfinished.is_none());
 }
 
 /// Invariant 1, in 3cf47eb with 3 faults (the first the check finds). Path: Pass,
@@ -1861,9 +1877,7 @@ fn a_withdrawn_restore_pending_on_its_last_swap_never_runs_the_app_on_a_mix() {
 /// when the swap is made again, and the app starts once the acknowledgement is written.
 #[test]
 fn a_swap_part_deleted_after_the_app_started_is_not_made_again_beside_it() {
-    let mut drive = Drive::new(2);
-    drive.sim.any_delete = true;
-    drive.replay(&staged(1));
+    let mut drive = staged_with_deletes(2);
     drive.replay(&[
         Action::Run(set_job(1)),
         Action::Pass,
@@ -1871,12 +1885,40 @@ fn a_swap_part_deleted_after_the_app_started_is_not_made_again_beside_it() {
         Action::Run(part(1, Step::Swap(1))),
         Action::LoseStatusWrite,
     ]);
+    delete_a_swap_after_a_lost_write(&mut drive);
+    assert!(runs_restored(&drive.world), "{:#?}", drive.world);
+}
+
+/// After `staged(1)`: t1 committed, t2 asked for, and t1 (recorded as unfinished, t2
+/// waiting for it) swapped in on every volume, unrecorded yet.
+fn swapped_in_while_t2_waits() -> Vec<Action> {
+    vec![
+        Action::Run(set_job(1)),
+        Action::Request,
+        Action::Pass,
+        Action::Run(part(1, Step::Swap(0))),
+        Action::Run(part(1, Step::Swap(1))),
+    ]
+}
+
+/// A run with up to `faults` faults, Jobs deleted by hand among them, up to t1's stage
+/// parts having run and its Job let run.
+fn staged_with_deletes(faults: u8) -> Drive {
+    let mut drive = Drive::new(faults);
+    drive.sim.any_delete = true;
+    drive.replay(&staged(1));
+    drive
+}
+
+/// After a pass that ended t1 and whose status write was lost: that pass kept the app
+/// stopped, so nothing runs when a swap Job of t1 is deleted and the next passes follow t1
+/// again; then the cluster goes on to its end.
+fn delete_a_swap_after_a_lost_write(drive: &mut Drive) {
     assert_eq!(
         drive.world.asked, 0,
-        "the acknowledging pass kept the app stopped"
+        "the pass that ended t1 kept the app stopped"
     );
     drive.step_if_offered(Action::StartPod(1));
     drive.step(Action::DeleteJob(part(1, Step::Swap(1))));
     drive.settle();
-    assert!(runs_restored(&drive.world), "{:#?}", drive.world);
 }
