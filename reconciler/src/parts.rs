@@ -229,10 +229,15 @@ pub fn restore_state(
     }
 }
 
-/// A set whose Job failed, so never committed: each volume whose part staged the backup is
-/// rid of that staging (as large as the backup) by a Job on its node, before the failure is
-/// reported and the app runs again. An undo that fails leaves it to the volume's next
-/// restore, which drops it first, as does a part that failed midway.
+/// A set whose Job failed: each volume is rid of what its part staged (as large as the
+/// backup) by a Job on its node, before the failure is reported and the app runs again. An
+/// undo part is made on every volume, whatever its stage part did (succeeded, failed midway
+/// with its staging left, or is gone): each first asks the store whether the set was
+/// committed after all (its Job failing after its last write). Only an undo part that
+/// succeeded says it was not: if none did (each failed, on a node lost, say), whether the
+/// set was committed is unknown, and the restore fails as interrupted (the app held). An
+/// undo that fails leaves its volume's staging to the volume's next restore, which drops it
+/// first.
 fn undone(
     set: &str,
     replicas: i32,
@@ -240,13 +245,13 @@ fn undone(
     failed: JobState,
     reads: &Reads,
 ) -> Result<(JobState, Vec<(String, MoverTask)>), Unread> {
+    let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
     let mut start = Vec::new();
     let mut running = false;
+    let mut not_committed = false;
     for ordinal in 0..replicas {
         let name = names::undo_part(set, ordinal);
         match state_of(jobs, &name) {
-            // Waited for even when its stage part is gone (expired, deleted): it writes the
-            // volume.
             Some(JobState::Running) => running = true,
             // The set was committed after all (its Job failed after its last write): only
             // its swaps finish it, which the next restore makes first.
@@ -255,7 +260,6 @@ fn undone(
                     .failure(&name, reason.clone())?
                     .contains(COMMITTED_AFTER_ALL) =>
             {
-                let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
                 return Ok((
                     JobState::Failed(format!(
                         "{interrupted}: Job {set} failed, yet it committed the restore, as its undo part {name} found"
@@ -263,18 +267,25 @@ fn undone(
                     Vec::new(),
                 ));
             }
-            Some(_) => {}
-            None if state_of(jobs, &names::part(set, ordinal)) == Some(JobState::Succeeded) => {
+            Some(JobState::Succeeded) => not_committed = true,
+            Some(JobState::Failed(_)) => {}
+            None => {
                 let (set, step) = (set.to_owned(), RestoreStep::Undo);
                 start.push((name, MoverTask::RestorePart { set, ordinal, step }));
             }
-            None => {}
         }
     }
     Ok(if running || !start.is_empty() {
         (JobState::Running, start)
-    } else {
+    } else if not_committed {
         (failed, Vec::new())
+    } else {
+        (
+            JobState::Failed(format!(
+                "{interrupted}: Job {set} failed, and none of its undo parts could ask the store whether it committed the restore (each failed)"
+            )),
+            Vec::new(),
+        )
     })
 }
 

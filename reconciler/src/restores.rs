@@ -48,6 +48,16 @@ impl Plan {
         }
     }
 
+    /// The pass that records a restore's outcome: the app stays stopped until that record is
+    /// written, and the next pass, which reads it, starts the app once no restore Job of
+    /// the app runs (see `on_demand`). Were the app started by this pass and its status
+    /// write lost, the next pass would follow the restore from its Jobs again (a swap or
+    /// undo part deleted meanwhile is made again) beside the running app; and a restore
+    /// Job of another token made meanwhile would run beside it too.
+    fn recording() -> Self {
+        Self::restoring(None)
+    }
+
     fn restoring(start: Option<(String, MoverTask)>) -> Self {
         Self {
             replicas: 0,
@@ -71,6 +81,15 @@ fn running(jobs: &[Arc<Job>]) -> Option<String> {
     jobs::running(jobs, Component::Restore)
         .or_else(part)
         .map(|job| job.name_any())
+}
+
+/// Whether a part Job of restore set `set` is there: the set's Job was made.
+fn has_parts(jobs: &[Arc<Job>], set: &str) -> bool {
+    jobs.iter().any(|job| {
+        job.labels()
+            .get(names::PART_OF_LABEL)
+            .is_some_and(|of| of == set)
+    })
 }
 
 /// Whether a restore request failed after its Job began replacing the live data.
@@ -98,7 +117,16 @@ pub fn on_demand(
     reads: &Reads,
     record: &mut Record,
 ) -> Decision<Plan> {
-    let plan = follow_unfinished(app, jobs, reads, record).and_then(|following| {
+    let in_parts = matches!(
+        children::restore_task(app, location, "latest"),
+        MoverTask::RestoreCommit { .. }
+    );
+    let recorded = record.status.unfinished_restore.clone();
+    let plan = follow_unfinished(app, jobs, in_parts, reads, record).and_then(|following| {
+        // What is recorded as unfinished changed in this pass: no restore Job is made before
+        // that record is written (a Job made now, its write lost, could be a second restore
+        // the one place that names unfinished ones never records).
+        let settled = record.status.unfinished_restore == recorded;
         let mut plan = decide(
             app,
             location,
@@ -108,6 +136,7 @@ pub fn on_demand(
             reads,
             record,
             following.as_ref().map(|(set, _)| set.clone()),
+            settled,
         )?;
         if let Some((_, steps)) = following {
             plan.swaps.extend(steps);
@@ -119,6 +148,13 @@ pub fn on_demand(
         // midway, or is still to finish, keeps the app from running on its mix of volumes.
         Some(_) => Plan {
             replicas: 0,
+            ..plan
+        },
+        // One that ended in this pass: as for a restore's outcome (see `Plan::recording`),
+        // the app starts only once that is written, by the next pass.
+        None if recorded.is_some() => Plan {
+            replicas: 0,
+            in_progress: true,
             ..plan
         },
         None => plan,
@@ -134,21 +170,28 @@ pub fn on_demand(
 fn follow_unfinished(
     app: &AppRef,
     jobs: &[Arc<Job>],
+    in_parts: bool,
     reads: &Reads,
     record: &mut Record,
 ) -> Result<Option<(String, Steps)>, Unread> {
     let old = record.status.restore_request.clone();
     let newest = record.restore_token(app.app);
-    // A request replaced by a new token while its Job exists: recorded before the new
-    // token's acknowledgement replaces the old one, the only other place that names it.
-    if record.status.unfinished_restore.is_none()
-        && let Some(request) = old.filter(|request| !request.phase.is_final())
-        && newest.is_some_and(|token| token != request.token)
-        && let Some(job) = request
-            .job
-            .filter(|name| jobs.iter().any(|j| j.name_any() == *name))
-    {
-        record.status.unfinished_restore = Some(job);
+    // A request replaced by a new token while its Job exists, or (a restore in parts) once
+    // its Job was made and is gone (expired, deleted: what it committed and swapped in is
+    // unknown): recorded before the new token's acknowledgement replaces the old one, the
+    // only other place that names it.
+    let replaced = old
+        .filter(|request| !request.phase.is_final())
+        .filter(|request| newest.is_some_and(|token| token != request.token))
+        .and_then(|request| {
+            request.job.clone().filter(|name| {
+                jobs.iter().any(|j| j.name_any() == *name)
+                    || (in_parts
+                        && (request.phase == RequestPhase::Running || has_parts(jobs, name)))
+            })
+        });
+    if record.status.unfinished_restore.is_none() {
+        record.status.unfinished_restore.clone_from(&replaced);
     }
     let Some(set) = record.status.unfinished_restore.clone() else {
         return Ok(None);
@@ -168,6 +211,11 @@ fn follow_unfinished(
             }
         }
     }
+    // Ended: a request replaced meanwhile (its Job made while this one was recorded) is
+    // recorded in its place, and followed, before the new token's acknowledgement replaces it.
+    if record.status.unfinished_restore.is_none() && replaced.as_ref().is_some_and(|r| *r != set) {
+        return follow_unfinished(app, jobs, in_parts, reads, record);
+    }
     Ok(None)
 }
 
@@ -181,6 +229,7 @@ fn decide(
     reads: &Reads,
     record: &mut Record,
     unfinished: Option<String>,
+    settled: bool,
 ) -> Result<Plan, Unread> {
     let replicas = app.app.spec.replicas;
     let old = record.status.restore_request.clone();
@@ -226,19 +275,12 @@ fn decide(
         }
         // Begun: acknowledged Running, or (a lost status write can leave it Pending) a part
         // Job of its set is still there.
-        let has_parts = |set: &str| {
-            jobs.iter().any(|job| {
-                job.labels()
-                    .get(names::PART_OF_LABEL)
-                    .is_some_and(|of| of == set)
-            })
-        };
         if let Some(begun) = old
             .as_ref()
             .filter(|request| !request.phase.is_final())
             .and_then(|request| {
                 let job = request.job.clone()?;
-                (request.phase == RequestPhase::Running || has_parts(&job)).then_some(job)
+                (request.phase == RequestPhase::Running || has_parts(jobs, &job)).then_some(job)
             })
         {
             // Its Job ran, and is gone (expired while nothing followed it): what it swapped
@@ -307,6 +349,15 @@ fn decide(
         status.backup_id = backup_id;
         record.status.restore_request = Some(status);
     };
+    // The request failed: acknowledged, counted, and said in a condition and an event.
+    let fail = |record: &mut Record, message: String| {
+        acknowledge(record, RequestPhase::Failed, &message, None);
+        record.tallies.push(Tally::RestoreFailed);
+        record
+            .conditions()
+            .set(conditions::RESTORING, false, "RestoreFailed", &message);
+        record.note(EventType::Warning, "RestoreFailed", "Restore", message);
+    };
     let task = children::restore_task(app, location, from);
     let running_message = match &task {
         MoverTask::RestoreCommit { replicas, .. } => {
@@ -352,7 +403,7 @@ fn decide(
                 .conditions()
                 .set(conditions::RESTORING, false, "Restored", &message);
             record.note(EventType::Normal, "Restored", "Restore", message);
-            Ok(Plan::runs(replicas))
+            Ok(Plan::recording())
         }
         Some(JobState::Failed(reason)) => {
             let cause = match job {
@@ -387,13 +438,12 @@ fn decide(
                     replicas,
                 )
             };
-            acknowledge(record, RequestPhase::Failed, &message, None);
-            record.tallies.push(Tally::RestoreFailed);
-            record
-                .conditions()
-                .set(conditions::RESTORING, false, "RestoreFailed", &message);
-            record.note(EventType::Warning, "RestoreFailed", "Restore", message);
-            Ok(Plan::runs(run))
+            fail(record, message);
+            Ok(if run > 0 {
+                Plan::recording()
+            } else {
+                Plan::runs(0)
+            })
         }
         None => {
             // Begun: this token's Job is named in status (the app is being stopped for it).
@@ -410,6 +460,43 @@ fn decide(
                     Some(request(token, RequestPhase::Pending, None, &message));
                 return Ok(Plan::runs(replicas));
             }
+            let in_parts = matches!(task, MoverTask::RestoreCommit { .. });
+            // Its Job was made (status says it runs, or a part Job of its set is there) and is
+            // gone: its TTL removed it before its outcome was recorded (the reconciler was
+            // down that long), or someone deleted it.
+            let lost = old.as_ref().is_some_and(|request| {
+                request.token == token
+                    && request.job.as_deref() == Some(job_name.as_str())
+                    && (request.phase == RequestPhase::Running || has_parts(jobs, &job_name))
+            });
+            if lost && in_parts {
+                // A set may have been committed, and some volumes swapped in: run again as
+                // new, its stages would roll that set forward on some volumes, and its
+                // failure would run the app on a mix. Kept as unfinished instead: the app
+                // stays stopped until a restore succeeds, which finishes this one first.
+                let message = format!(
+                    "restore of {from} failed: {}: its Job {job_name} is gone (expired or \
+                     deleted) before its outcome was recorded, so whether it committed the \
+                     restore, and which volumes it swapped in, is unknown. The app stays \
+                     stopped so that it never runs on a mix of old and restored volumes: \
+                     request the restore again (kubectl hellostateful restore {}), which \
+                     finishes the swap first",
+                    hellostateful_mover::SWAP_INTERRUPTED,
+                    app.name
+                );
+                record.status.unfinished_restore = Some(job_name.clone());
+                fail(record, message);
+                return Ok(Plan {
+                    in_progress: running_restore.is_some(),
+                    ..Plan::runs(0)
+                });
+            }
+            // A restore in parts is made only once status names its Job (see `follow_unfinished`
+            // and the `lost` case above, which rely on that record): when the app is stopped
+            // already, this pass writes it, and the next one makes the Job.
+            let named = old
+                .as_ref()
+                .is_some_and(|r| r.token == token && r.job.as_deref() == Some(job_name.as_str()));
             let backup = jobs::running(jobs, Component::Backup);
             let mut start = None;
             let (phase, message) = if let Some(other) = &running_restore {
@@ -426,16 +513,16 @@ fn decide(
                 match reads.app_pods()? {
                     // Stopped, as observed: no pod, and a StatefulSet that makes none. A
                     // StatefulSet still asking for replicas could start one beside the mover.
+                    (0, 0) if in_parts && !(named && settled) => (
+                        RequestPhase::Pending,
+                        format!(
+                            "the app is stopped: Job {job_name} is made once this status is written"
+                        ),
+                    ),
                     (0, 0) => {
-                        // Its Job ran once already (status says so) and is gone: its TTL
-                        // removed it before its outcome could be recorded (the reconciler
-                        // was down that long). The app has stayed stopped; restoring the same
-                        // backup again is safe and gives the one outcome that can be reported.
-                        let lost = old.as_ref().is_some_and(|request| {
-                            request.token == token
-                                && request.phase == RequestPhase::Running
-                                && request.job.as_deref() == Some(job_name.as_str())
-                        });
+                        // Its Job ran once already and is gone (see `lost`), a restore in one
+                        // Job: the app has stayed stopped; restoring the same backup again is
+                        // safe and gives the one outcome that can be reported.
                         let started = if lost {
                             format!(
                                 "restoring {from} again with Job {job_name}: the first run's Job was removed before its outcome was recorded; the app stays stopped meanwhile"
@@ -684,7 +771,7 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_restore_names_its_backup_and_starts_the_app() {
+    fn a_finished_restore_names_its_backup_and_starts_the_app_once_that_is_recorded() {
         let app = app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let job_name = names::restore_job("hello", "uid-1", TOKEN);
         let finished = job(&job_name, Component::Restore, Some("Complete"));
@@ -697,8 +784,15 @@ mod tests {
         assert!(matches!(decision, Decision::Read(Read::Message(name)) if name == job_name));
 
         let reads = fixtures::message(&job_name, r#"{"restored":true,"id":"20261129T150001Z"}"#);
-        let (decision, record) = run(&app, &[finished], &reads, Default::default());
-        assert_eq!(decision.done(), Plan::runs(2));
+        let (decision, record) = run(
+            &app,
+            std::slice::from_ref(&finished),
+            &reads,
+            Default::default(),
+        );
+        // The pass that acknowledges it keeps the app stopped: were its status write lost,
+        // the next pass would follow the restore from its Jobs again beside the app.
+        assert_eq!(decision.done(), Plan::recording());
         let request = record
             .status
             .restore_request
@@ -707,6 +801,21 @@ mod tests {
         assert_eq!(request.backup_id.as_deref(), Some("20261129T150001Z"));
         assert!(record.status.is_restored);
         assert_eq!(record.tallies, [Tally::RestoreSucceeded]);
+
+        // The next pass reads the acknowledgement and starts the app, no restore Job running.
+        let (decision, _) = run(&app, &[finished], &Reads::default(), record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(2));
+        let running = job(
+            &names::restore_job("hello", "uid-1", "t2"),
+            Component::Restore,
+            None,
+        );
+        let (decision, _) = run(&app, &[running], &Reads::default(), record.status);
+        assert_eq!(
+            decision.done().replicas,
+            0,
+            "not while another restore Job runs"
+        );
     }
 
     #[test]
@@ -749,9 +858,11 @@ mod tests {
         let third_job = names::restore_job("hello", "uid-1", "t3");
         let done = job(&third_job, Component::Restore, Some("Complete"));
         let reads = fixtures::message(&third_job, r#"{"restored":true,"id":"20261129T150001Z"}"#);
-        let (decision, record) = run(&third, &[done], &reads, still.status);
-        assert_eq!(decision.done(), Plan::runs(2));
+        let (decision, record) = run(&third, std::slice::from_ref(&done), &reads, still.status);
+        assert_eq!(decision.done(), Plan::recording());
         assert_eq!(record.status.unfinished_restore, None);
+        let (decision, _) = run(&third, &[done], &Reads::default(), record.status);
+        assert_eq!(decision.done(), Plan::runs(2));
     }
 
     #[test]
@@ -783,11 +894,17 @@ mod tests {
             [names::swap_part(&set, 0), names::swap_part(&set, 1)],
             "the first set's swaps are made before anything of t2"
         );
-        assert_eq!(
-            record.status.unfinished_restore.as_deref(),
-            Some(set.as_str())
-        );
-        let request = record.status.restore_request.expect("t2 acknowledged");
+        t2_waits_behind(&record, &set);
+    }
+
+    /// Restore set `set` is recorded as unfinished, and token t2 acknowledged as Pending.
+    fn t2_waits_behind(record: &Record, set: &str) {
+        assert_eq!(record.status.unfinished_restore.as_deref(), Some(set));
+        let request = record
+            .status
+            .restore_request
+            .clone()
+            .expect("t2 acknowledged");
         assert_eq!(
             (request.token.as_str(), request.phase),
             ("t2", RequestPhase::Pending)
@@ -841,6 +958,75 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_restore_in_parts_whose_jobs_are_gone_is_kept_unfinished_not_run_again() {
+        let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
+        let set = names::restore_job("hello", "uid-1", TOKEN);
+        // Status says it runs; its Jobs expired before its outcome was recorded (the set
+        // may have been committed, and some volumes swapped in).
+        let running = HelloStatefulStatus {
+            restore_request: Some(request(TOKEN, RequestPhase::Running, Some(&set), "runs")),
+            ..Default::default()
+        };
+        let (decision, record) = run(&app, &[], &pods(0), running.clone());
+        assert_eq!(
+            decision.done(),
+            Plan::runs(0),
+            "neither run again nor started"
+        );
+        let failed = record.status.restore_request.clone().expect("acknowledged");
+        assert!(interrupted_mid_swap(&failed), "{failed:?}");
+        assert!(
+            failed.message.as_deref().is_some_and(
+                |m| m.contains("is gone") && m.contains("kubectl hellostateful restore hello")
+            ),
+            "{failed:?}"
+        );
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(set.as_str())
+        );
+        let (decision, _) = run(&app, &[], &pods(0), record.status);
+        assert_eq!(decision.done(), Plan::runs(0), "and on every later pass");
+
+        // A new token instead: the gone set is recorded as unfinished before its request is
+        // replaced, so the new restore's failure cannot start the app on a mix either.
+        let again = fixtures::spread_app(json!({names::RESTORE_REQUESTED: "t2"}));
+        let (decision, record) = run(&again, &[], &pods(0), running);
+        assert_eq!(decision.done().replicas, 0);
+        t2_waits_behind(&record, &set);
+    }
+
+    #[test]
+    fn a_request_replaced_while_another_restore_is_recorded_is_recorded_once_that_ends() {
+        use crate::parts::tests::set_job;
+        let first = names::restore_job("hello", "uid-1", TOKEN);
+        let second = names::restore_job("hello", "uid-1", "t2");
+        // t1, recorded as unfinished, has swapped in; t2's Job was made meanwhile (a pass
+        // whose status write was lost); then the user asks again (t3).
+        let (mut jobs, reads) = committed_then_swapping(&first, Some("Complete"));
+        jobs.push(set_job(&second, Component::Restore, false, None));
+        let status = HelloStatefulStatus {
+            restore_request: Some(request("t2", RequestPhase::Pending, Some(&second), "waits")),
+            unfinished_restore: Some(first),
+            ..Default::default()
+        };
+        let third = fixtures::spread_app(json!({names::RESTORE_REQUESTED: "t3"}));
+        let (decision, record) = run(&third, &jobs, &reads, status);
+        let plan = decision.done();
+        assert_eq!((plan.replicas, plan.start), (0, None));
+        assert_eq!(
+            record.status.unfinished_restore.as_deref(),
+            Some(second.as_str()),
+            "t2 is followed to its end, not forgotten"
+        );
+        let request = record.status.restore_request.expect("t3 acknowledged");
+        assert_eq!(
+            (request.token.as_str(), request.phase),
+            ("t3", RequestPhase::Pending)
+        );
+    }
+
     /// Restore set `set` committed (its summary read), replica 0 swapped in, and replica 1's
     /// swap Job in condition `last` (a failed one says why).
     fn committed_then_swapping(set: &str, last: Option<&str>) -> (Vec<Arc<Job>>, Reads) {
@@ -864,7 +1050,16 @@ mod tests {
         use crate::parts::tests::set_job;
         let app = fixtures::spread_app(json!({names::RESTORE_REQUESTED: TOKEN}));
         let set = names::restore_job("hello", "uid-1", TOKEN);
+        // The app is stopped: its Job is named in status first, and made by the next pass,
+        // which reads that record.
         let (decision, record) = run(&app, &[], &pods(0), Default::default());
+        assert_eq!(decision.done(), Plan::restoring(None));
+        let named = record.status.restore_request.clone().expect("acknowledged");
+        assert_eq!(
+            (named.phase, named.job.as_deref()),
+            (RequestPhase::Pending, Some(set.as_str()))
+        );
+        let (decision, record) = run(&app, &[], &pods(0), record.status);
         let plan = decision.done();
         let commit = MoverTask::RestoreCommit {
             replicas: 2,
@@ -924,12 +1119,14 @@ mod tests {
             &reads,
             Default::default(),
         );
-        assert_eq!(decision.done(), Plan::runs(2));
-        let request = record.status.restore_request.expect("acknowledged");
+        assert_eq!(decision.done(), Plan::recording());
+        let request = record.status.restore_request.clone().expect("acknowledged");
         assert_eq!(
             (request.phase, request.backup_id.as_deref()),
             (RequestPhase::Succeeded, Some("20261129T150001Z"))
         );
+        let (decision, _) = run(&app, &swapping(Some("Complete")), &reads, record.status);
+        assert_eq!(decision.done(), Plan::runs(2));
     }
 
     #[test]
@@ -967,38 +1164,60 @@ mod tests {
             part_job(&set, Component::Restore, 1, Some("Failed")),
         ];
         let reads = fixtures::message(&stage, "error: no space left on device");
-        // First, replica 0's volume, which staged the backup, is rid of it.
+        // First, each volume is rid of what its part staged, by an undo part on every volume
+        // (replica 1's stage part failed, but may have left its staging), each of which asks
+        // the store whether the set was committed after all.
         let undo = names::undo_part(&set, 0);
+        let other_undo = names::undo_part(&set, 1);
         let (decision, _) = run(&app, &jobs, &reads, Default::default());
         let plan = decision.done();
-        let task = MoverTask::RestorePart {
+        let task = |ordinal| MoverTask::RestorePart {
             set: set.clone(),
-            ordinal: 0,
+            ordinal,
             step: crate::children::RestoreStep::Undo,
         };
-        assert_eq!(plan.swaps, [(undo.clone(), task)]);
+        assert_eq!(
+            plan.swaps,
+            [(undo.clone(), task(0)), (other_undo.clone(), task(1))]
+        );
         assert_eq!((plan.replicas, plan.in_progress), (0, true));
         let labels = [(names::PART_OF_LABEL, set.as_str())];
-        jobs.push(fixtures::job(&undo, Component::Restore, None, &labels));
+        let undo_job =
+            |name: &str, condition| fixtures::job(name, Component::Restore, condition, &labels);
+        jobs.push(undo_job(&undo, None));
+        jobs.push(undo_job(&other_undo, Some("Complete")));
         let (decision, _) = run(&app, &jobs, &reads, Default::default());
-        assert_eq!(decision.done(), Plan::restoring(None), "while it runs");
+        assert_eq!(decision.done(), Plan::restoring(None), "while one runs");
 
-        // Then the failure is reported; undone or not, the old data was never replaced.
-        jobs.pop();
-        jobs.push(fixtures::job(
-            &undo,
-            Component::Restore,
-            Some("Failed"),
-            &labels,
-        ));
+        // Then the failure is reported, once an undo part said (from the store) that the set
+        // was not committed: undone or not, the old data was never replaced.
+        jobs.remove(jobs.len() - 2);
+        jobs.push(undo_job(&undo, Some("Failed")));
         let mut undo_failed = fixtures::message(&stage, "error: no space left on device");
         undo_failed.add_message(undo.clone(), Some("error: node gone".into()));
         let (decision, record) = run(&app, &jobs, &undo_failed, Default::default());
         assert_eq!(
             decision.done(),
-            Plan::runs(2),
-            "the live data was not replaced"
+            Plan::recording(),
+            "the live data was not replaced: the app starts once that is recorded"
         );
+        let (decision, _) = run(&app, &jobs, &undo_failed, record.status.clone());
+        assert_eq!(decision.done(), Plan::runs(2));
+
+        // No undo part could ask the store (each failed): whether the set was committed is
+        // unknown, and the app must not run on what may be half of it.
+        let mut none_asked = jobs.clone();
+        none_asked.pop();
+        none_asked.pop();
+        none_asked.push(undo_job(&undo, Some("Failed")));
+        none_asked.push(undo_job(&other_undo, Some("Failed")));
+        let mut both_failed = fixtures::message(&stage, "error: no space left on device");
+        both_failed.add_message(undo.clone(), Some("error: node gone".into()));
+        both_failed.add_message(other_undo.clone(), Some("error: node gone".into()));
+        let (decision, unknown) = run(&app, &none_asked, &both_failed, Default::default());
+        assert_eq!(decision.done(), Plan::runs(0));
+        assert!(unknown.status.unfinished_restore.is_some());
+
         // An undo that found the set committed after all (its Job failed after its last
         // write): the set is to be swapped in, and the app must not run meanwhile.
         let mut committed = fixtures::message(&stage, "error: no space left on device");

@@ -157,6 +157,29 @@ pub fn plan(app: &AppRef, location: &BackupLocation, observed: &Observed) -> Res
         node_name: NodeName::Keep,
         verdict: Verdict::Ready,
     };
+    // A data claim of this name that another object controls (an earlier app of this name,
+    // its claims not yet collected), or none does: its data is not this app's, and is never
+    // taken for it (a restore skipped, an old app's data served as this one's).
+    for (ordinal, claim) in app.ordinals().zip(&observed.claims) {
+        if let Some(claim) = claim
+            && !claim.deleting
+            && !claim.is_controlled_by(&app.uid)
+        {
+            let whose = match &claim.controller {
+                Some(_) => "another object controls it: an earlier app of this name, say",
+                None => "it has no controller owner",
+            };
+            return Ok(plan.waiting(
+                "ClaimTaken",
+                format!(
+                    "PersistentVolumeClaim {} is not this app's ({whose}): its data is never \
+                     taken for this app's; the app is made once it is gone (delete it if \
+                     nothing needs it)",
+                    names::claim(&app.name, ordinal)
+                ),
+            ));
+        }
+    }
     let node = if app.app.spec.storage_class().is_none() {
         let node = match data_node(app, observed, &observed.volumes) {
             Ok(node) => node,
@@ -544,6 +567,53 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_data_claim_that_is_not_this_apps_is_never_adopted() {
+        // Two replicas on a StorageClass.
+        let app = fixtures::spread_app(json!({}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let location = BackupLocation::Claim("mine".into());
+        let ours = children::claim(&app_ref, 0).expect("claim");
+        let mut earlier = children::claim(&app_ref, 1).expect("claim");
+        for owner in earlier.metadata.owner_references.iter_mut().flatten() {
+            owner.uid = "uid-of-an-earlier-app".into();
+        }
+        let mut unowned = earlier.clone();
+        unowned.metadata.owner_references = None;
+        for (other, whose) in [
+            (earlier, "another object controls it"),
+            (unowned, "it has no controller owner"),
+        ] {
+            let mut observed = nothing(&app);
+            observed.claims = vec![
+                Some(Arc::new(ours.clone().keep())),
+                Some(Arc::new(other.keep())),
+            ];
+            let plan = super::plan(&app_ref, &location, &observed).expect("plan");
+            assert!(written(&plan).is_empty(), "{:?}", written(&plan));
+            let Verdict::Wait { reason, message } = &plan.verdict else {
+                panic!("{:?}", plan.verdict);
+            };
+            assert_eq!(*reason, "ClaimTaken");
+            assert!(
+                message.contains("PersistentVolumeClaim data-hello-1") && message.contains(whose),
+                "{message}"
+            );
+        }
+
+        // Its own claims are used as they are.
+        let mut observed = nothing(&app);
+        observed.claims = vec![
+            Some(Arc::new(ours.keep())),
+            Some(Arc::new(
+                children::claim(&app_ref, 1).expect("claim").keep(),
+            )),
+        ];
+        let plan = super::plan(&app_ref, &location, &observed).expect("plan");
+        assert!(matches!(plan.verdict, Verdict::Ready), "{:?}", plan.verdict);
+        assert!(written(&plan).is_empty());
     }
 
     #[test]
