@@ -17,11 +17,12 @@
 //! the counterexamples the check found, each now a regression test saying what fixed it.
 //!
 //! Figures (on the 2-core dev machine, debug build, one checker thread; times vary with
-//! the machine's load): with up to 2 faults (the default, run by `cargo test`) 20,285
-//! unique states in about 2 s; with Jobs deleted by hand too (`HS_SIM_DELETE=1`) 23,842 in
-//! about 2 s; with up to 3 faults (`HS_SIM_FAULTS=3`) 291,394 in 25 s, and 384,064 in 33 s
-//! with `HS_SIM_DELETE=1` as well; with up to 4 faults (`HS_SIM_FAULTS=4`) 3,937,501 in
-//! 583 s (about 650 MB). Every property holds in each.
+//! the machine's load): with up to 2 faults (the default, run by `cargo test`) 20,289
+//! unique states in about 2 s; with Jobs deleted by hand too (`HS_SIM_DELETE=1`) 23,846 in
+//! about 2 s; with up to 3 faults (`HS_SIM_FAULTS=3`) 291,389 in 28 s, and 384,067 in 39 s
+//! with `HS_SIM_DELETE=1` as well; with up to 4 faults (`HS_SIM_FAULTS=4`) 3,936,174 in
+//! 503 s (about 650 MB), and 5,915,115 in 729 s with `HS_SIM_DELETE=1` as well (the two
+//! run side by side). Every property holds in each.
 //!
 //! Fault-free moves (a pass, a pod started or stopped, a Job's mover running to its end) are
 //! always possible, in any order; faults too, up to a budget per run (`HS_SIM_FAULTS`),
@@ -1492,8 +1493,9 @@ fn a_stage_record_that_outlives_its_staging_is_never_committed() {
 // path impossible (a pod the StatefulSet no longer asks for, a Job never made), the test
 // takes it only if offered, then asserts what the fix changed. One more, with 4 faults,
 // was found by reading the code and fixed in 2db0678 (an undo part that could not ask the
-// store), and one found with `HS_SIM_FAULTS=4` in 2db0678 was fixed in 64d45a3 (a second
-// restore's Job made while another was recorded as unfinished).
+// store). Two found with 4 faults were fixed in 64d45a3 (a second restore's Job made while
+// another was recorded as unfinished) and e3c09ee (the app started by the pass that
+// cleared the unfinished record).
 // ---------------------------------------------------------------------------------------
 
 /// The path to the restore's stage parts having run and its Job let run.
