@@ -46,7 +46,9 @@ count() {
 
 # A counter of the in-cluster reconciler (the pod behind the metrics Service); empty if none.
 reconciler_metric() {
-  api "$METRICS_PATH" 2>/dev/null | awk -v m="$1" '$1 == m {print $2; exit}'
+  # awk reads to the end: leaving early makes curl's write fail (exit 23), which pipefail
+  # reports once the output is larger than a pipe's buffer (per-app metrics, 1,000 apps).
+  api "$METRICS_PATH" 2>/dev/null | awk -v m="$1" '$1 == m && !found {print $2; found = 1}'
 }
 
 # Write requests the API server has served for the children's kinds (main resource only:
