@@ -2,7 +2,8 @@
 # The ValidatingAdmissionPolicies of manifests/admission-policy.yaml bound a compromised
 # reconciler: acting as its ServiceAccount, each probe below writes (server dry run: nothing
 # is stored) a minimal object that breaks one rule and must be refused with that rule's
-# message, and the same object made allowed, which must be admitted. Last, a real app runs,
+# message, and the same object made allowed, which must be admitted (the fence is probed with
+# real writes of inert objects: dry runs are not fenced). Last, a real app runs,
 # backs up and is deleted under the policies: the reconciler's own children are admitted.
 #
 # E2E_POLICY_AS=USER probes as USER (with group system:masters for the rights) instead of the
@@ -267,6 +268,39 @@ test_volume_updates_keep_their_claim_and_path() {
     patch "{\"spec\": {\"hostPath\": {\"path\": \"$(kubectl get pv "$pv" -o jsonpath='{.spec.hostPath.path}')x\"}}}"
 }
 
+# signed WHO KIND: an inert workload of KIND (a suspended Job, a StatefulSet of 0 replicas) in
+# the app's namespace, written by the leader WHO ("": naming none).
+signed() {
+  local who=$1 kind=$2 annotations=""
+  [[ -z $who ]] || annotations=", annotations: {hello-stateful.example.com/written-by-leader: \"$who\"}"
+  workload "$kind" "" "" "$APP_NS" |
+    sed -e "s/^metadata: {\(.*\)}$/metadata: {\1$annotations}/" \
+      -e 's/^spec: {template:/spec: {suspend: true, template:/' \
+      -e 's/^spec: {serviceName:/spec: {replicas: 0, serviceName:/'
+}
+
+test_a_deposed_leaders_late_writes_are_refused() {
+  local holder kind
+  holder=$(kubectl -n "$RECONCILER_NS" get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}')
+  [[ -n $holder ]] || { echo "no replica holds the reconciler's Lease"; return 1; }
+  # Real writes: dry runs store nothing and are not fenced.
+  for kind in Job StatefulSet; do
+    signed "$holder-deposed" "$kind" |
+      expect_fail "names the leader $holder-deposed, but the reconciler's Lease is held by $holder" \
+        as_reconciler create -f - || { echo "  a $kind"; return 1; }
+    signed "" "$kind" | expect_fail "names no leader" as_reconciler create -f - ||
+      { echo "  a $kind"; return 1; }
+  done
+  # The leader's own writes are admitted; a patch by a deposed one is refused.
+  signed "$holder" Job | as_reconciler create -f - >/dev/null || return 1
+  expect_fail "is held by $holder" as_reconciler -n "$APP_NS" patch job hs-policy-probe --type=merge \
+    -p "{\"metadata\": {\"annotations\": {\"hello-stateful.example.com/written-by-leader\": \"$holder-deposed\"}}, \"spec\": {\"suspend\": false}}" ||
+    return 1
+  [[ $(kubectl -n "$APP_NS" get job hs-policy-probe -o jsonpath='{.spec.suspend}') == true ]] ||
+    { echo "the refused patch resumed the Job"; return 1; }
+  kubectl -n "$APP_NS" delete job hs-policy-probe --wait=true >/dev/null
+}
+
 test_the_reconcilers_own_children_are_admitted() {
   local token out
   wait_for "app probe ready" 150 app_ready "$APP_NS" probe || { on_fail "$APP_NS"; return 1; }
@@ -291,5 +325,6 @@ run_test pods_mount_only_claims_and_empty_dirs test_pods_mount_only_claims_and_e
 run_test nothing_is_made_in_a_system_namespace test_nothing_is_made_in_a_system_namespace
 run_test volumes_are_their_claims_own_directories test_volumes_are_their_claims_own_directories
 run_test volume_updates_keep_their_claim_and_path test_volume_updates_keep_their_claim_and_path
+run_test a_deposed_leaders_late_writes_are_refused test_a_deposed_leaders_late_writes_are_refused
 run_test the_reconcilers_own_children_are_admitted test_the_reconcilers_own_children_are_admitted
 summary

@@ -46,6 +46,11 @@ pub const NAMESPACE_UID_ANNOTATION: &str = "hello-stateful.example.com/namespace
 /// status even when the write that should have done so was lost.
 pub const INITIAL_RESTORE: &str = "hello-stateful.example.com/initial-restore";
 
+/// Annotation on every StatefulSet, CronJob and Job the reconciler writes: the identity of
+/// the leader that wrote it, which an admission policy compares with the Lease's holder, so
+/// that a deposed leader's late write is refused by the API server itself.
+pub const WRITTEN_BY_LEADER: &str = "hello-stateful.example.com/written-by-leader";
+
 /// `app.kubernetes.io/name` of everything hellostateful makes.
 pub const APP_NAME: &str = "hellostateful";
 /// Name of the volume claim template; claims are `data-<app>-<ordinal>`.

@@ -36,6 +36,7 @@ use crate::cache::{Cache, Writers, is_apps_job};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
 use crate::drift;
+use crate::fence::Fence;
 use crate::initial;
 use crate::jobs::{self, JobState};
 use crate::kept::{self, AppOf, Kept, View};
@@ -91,6 +92,8 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// With leader election: whether this replica holds the Lease now.
     leadership: Option<Leadership>,
+    /// Who this replica's writes say made them, for the API server's fence.
+    fence: Fence,
     /// How long a mover pod may fail to start before its request fails.
     start_patience: Duration,
     /// The children as the watches last saw them.
@@ -119,6 +122,7 @@ impl Context {
             settings,
             failures: Mutex::default(),
             leadership: None,
+            fence: Fence::default(),
             start_patience: START_PATIENCE,
             cache,
             known_versions: Mutex::default(),
@@ -127,10 +131,13 @@ impl Context {
         }
     }
 
-    /// Passes run only while `leadership` is held (the client refuses writes otherwise).
-    pub fn with_leadership(self, leadership: Leadership) -> Self {
+    /// Passes run only while `leadership` is held (the client refuses writes otherwise),
+    /// and writes name `identity`, the Lease's holder, so that the API server refuses them
+    /// once another replica holds it.
+    pub fn with_leadership(self, leadership: Leadership, identity: &str) -> Self {
         Self {
             leadership: Some(leadership),
+            fence: Fence::leader(identity),
             ..self
         }
     }
@@ -668,7 +675,10 @@ async fn run_cleanup_job(
     let jobs = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
     let Some(job) = jobs.get_opt(job_name).await? else {
         let job = children::mover_job(app, job_name, task, "deleted", location, &ctx.settings)?;
-        match jobs.create(&PostParams::default(), &job).await {
+        match jobs
+            .create(&PostParams::default(), &ctx.fence.mark(&job))
+            .await
+        {
             Ok(_) => {
                 ctx.metrics.writes.inc();
             }
@@ -770,7 +780,11 @@ async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>,
                 "spec": {"activeDeadlineSeconds": 1},
             });
             job_api
-                .patch(&job_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &job_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&ctx.fence.merge_patch(patch)),
+                )
                 .await?;
             ctx.metrics.writes.inc();
         }
@@ -931,6 +945,7 @@ impl Pass<'_> {
             .as_ref()
             .ok_or(Error::MissingField("an allowed backup location"))?;
         let job = children::mover_job(self.app, name, task, reason, location, &self.ctx.settings)?;
+        let job = self.ctx.fence.mark(&job);
         match self.api::<Job>().create(&PostParams::default(), &job).await {
             Ok(_) => Ok(()),
             // Made by an earlier pass whose status write was lost: the Job is the truth.
@@ -986,7 +1001,7 @@ where
         .patch(
             &name,
             &PatchParams::apply(names::FIELD_MANAGER).force(),
-            &Patch::Apply(desired),
+            &Patch::Apply(ctx.fence.mark(desired)),
         )
         .await?;
     ctx.metrics.writes.inc();
@@ -1377,7 +1392,11 @@ async fn stop_stuck_jobs(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), E
             "spec": {"activeDeadlineSeconds": 1},
         });
         pass.api::<Job>()
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&pass.ctx.fence.merge_patch(patch)),
+            )
             .await?;
         pass.ctx.metrics.writes.inc();
         pass.note(
@@ -1482,7 +1501,10 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<
         return Ok(());
     }
     let api = pass.api::<Job>();
-    let now = json!({"spec": {"ttlSecondsAfterFinished": 0}});
+    let now = pass
+        .ctx
+        .fence
+        .merge_patch(json!({"spec": {"ttlSecondsAfterFinished": 0}}));
     for job in jobs.iter().filter(|job| {
         initial::is_attempt(job, &pass.app.uid)
             && job.metadata.deletion_timestamp.is_none()
@@ -1721,7 +1743,11 @@ async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> 
     for job_name in &plan.release {
         let patch = json!({"spec": {"suspend": false}});
         pass.api::<Job>()
-            .patch(job_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                job_name,
+                &PatchParams::default(),
+                &Patch::Merge(&pass.ctx.fence.merge_patch(patch)),
+            )
             .await?;
         pass.ctx.metrics.writes.inc();
     }

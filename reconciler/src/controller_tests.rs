@@ -67,6 +67,12 @@ impl Api {
         self
     }
 
+    /// The pass runs in the replica that holds the leader Lease as `LEADER`.
+    fn leading(mut self) -> Self {
+        self.leadership = Some(Leadership::held());
+        self
+    }
+
     /// Answers `method path` with the API error `status`.
     fn refuse(mut self, method: &str, path: &str, status: Value) -> Self {
         self.refusals.insert(format!("{method} {path}"), status);
@@ -166,7 +172,7 @@ impl Api {
         let metrics = Arc::new(Metrics::register(&mut Registry::default()));
         let ctx = Context::new(client, metrics, settings(), cache);
         let ctx = Arc::new(match leadership {
-            Some(leadership) => ctx.with_leadership(leadership),
+            Some(leadership) => ctx.with_leadership(leadership, LEADER),
             None => ctx,
         });
         let mut results = Vec::new();
@@ -290,6 +296,8 @@ fn node_a() -> Value {
 }
 const BACKUP_PV: &str = "/api/v1/persistentvolumes/hellostateful-backups.ns1.hello";
 const BACKUP_PVC: &str = "/api/v1/namespaces/ns1/persistentvolumeclaims/backups-hello";
+/// The identity of the replica that holds the Lease in `Api::leading` passes.
+const LEADER: &str = "hellostateful-reconciler-5b7c9-x2x4q";
 const APP: &str = "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello";
 const STATUS: &str =
     "/apis/hello-stateful.example.com/v1alpha1/namespaces/ns1/hellostatefuls/hello/status";
@@ -750,6 +758,49 @@ async fn a_restore_runs_once_the_pods_are_gone() {
         "{args}"
     );
     assert_eq!(status_written(&seen)["restoreRequest"]["phase"], "Running");
+}
+
+#[tokio::test]
+async fn a_leaders_writes_name_it_so_that_the_api_server_refuses_them_once_deposed() {
+    let leader = |body: &Value| body["metadata"]["annotations"][names::WRITTEN_BY_LEADER].clone();
+    let annotations =
+        json!({names::RESTORE_REQUESTED: "t1", names::RESTORE_FROM: "20261129T150102Z"});
+    let stopping = app(seed(), annotations.clone(), json!({}));
+    let pod = json!({"metadata": {"name": "hello-0"}});
+    let (_, seen) = running(&stopping, 1)
+        .on("GET", PODS, list(vec![pod]))
+        .leading()
+        .reconcile(stopping)
+        .await;
+    for path in [STS, CRONJOB] {
+        let write = seen
+            .iter()
+            .find(|s| s.method == "PATCH" && s.path == path)
+            .expect("applied");
+        assert_eq!(leader(&write.body), LEADER, "{path}");
+    }
+
+    let stopped = app(seed(), annotations, json!({}));
+    let (_, seen) = running(&stopped, 0).leading().reconcile(stopped).await;
+    let created = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("restore Job");
+    assert_eq!(leader(&created.body), LEADER);
+    assert_eq!(
+        leader(&created.body["spec"]["template"]),
+        Value::Null,
+        "the Job's pods are not marked"
+    );
+    let status = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == STATUS)
+        .expect("status");
+    assert_eq!(
+        leader(&status.body),
+        Value::Null,
+        "status is fenced by the app's version instead"
+    );
 }
 
 /// A backup Job that completed and its pod, whose termination message is `summary`.

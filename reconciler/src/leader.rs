@@ -65,6 +65,14 @@ impl Leadership {
     fn set(&self, until: Option<Instant>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = until;
     }
+
+    /// Leadership held for the next hour, for tests of what a leader writes.
+    #[cfg(test)]
+    pub fn held() -> Self {
+        let leadership = Self::default();
+        leadership.set(Some(Instant::now() + Duration::from_secs(3600)));
+        leadership
+    }
 }
 
 /// A write refused because this replica does not hold the Lease (now).

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod drift;
 pub mod dry_run;
 mod error;
+pub mod fence;
 #[cfg(test)]
 mod fixtures;
 pub mod initial;

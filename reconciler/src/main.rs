@@ -298,7 +298,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     )
     .with_start_patience(std::time::Duration::from_secs(args.mover_start_seconds));
     let ctx = Arc::new(match &election {
-        Some((_, _, leadership)) => ctx.with_leadership(leadership.clone()),
+        Some((identity, _, leadership)) => ctx.with_leadership(leadership.clone(), identity),
         None => ctx,
     });
     let outcome = match &election {
