@@ -312,10 +312,19 @@ pub async fn reconcile(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Act
             }
             Ok(action)
         }
-        Err(error) if error.is_permanent() => {
-            // Retrying cannot help: say so on the app and wait for the spec to change.
-            report_refusal(&app, &ctx, &error).await?;
-            Ok(Action::await_change())
+        Err(error) if error.is_refusal() => {
+            // A pass of `apply` said so in the status it wrote; a deletion's is said here.
+            if error.is_cleanup()
+                && let Err(failed) = report_refusal(&app, &ctx, &error).await
+            {
+                warn!(app = %app.name_any(), error = %failed, "cannot say in status what was refused");
+            }
+            if error.is_permanent() {
+                // Retrying cannot help: wait for the spec to change.
+                Ok(Action::await_change())
+            } else {
+                Err(error)
+            }
         }
         Err(error @ Error::Panicked(_)) => {
             let message = error.to_string();
@@ -396,7 +405,7 @@ pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -
     Action::requeue(delay)
 }
 
-/// Records that the API server refused a child the spec asks for.
+/// Records that the API server refused a write of a deletion.
 async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Result<(), Error> {
     let old = app.status.clone().unwrap_or_default();
     let mut status = old.clone();
@@ -412,7 +421,7 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
             app,
             EventType::Warning,
             "ChildRefused",
-            "Apply",
+            "Delete",
             &message,
         )
         .await;
@@ -1028,6 +1037,11 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     };
     pass.record.status.observed_generation = app.metadata.generation;
     let action = converge(&mut pass).await;
+    if let Err(error) = &action
+        && error.is_refusal()
+    {
+        report_refused_write(&mut pass, error);
+    }
     let Record {
         status,
         notes,
@@ -1061,6 +1075,23 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         .await;
     }
     action
+}
+
+/// Says in status and an event, in the API server's words, that it refused a write of this
+/// pass. The status written is the record as it stood before that write (a decision's record
+/// is kept only once its writes are made), and the next pass carries on from it: soon, for a
+/// refusal that can pass (a quota, a webhook); on a change of the spec, for an invalid object.
+fn report_refused_write(pass: &mut Pass<'_>, error: &Error) {
+    let message = format!(
+        "the API server refused a child object: {}",
+        error.user_message()
+    );
+    if pass
+        .conditions()
+        .set(conditions::READY, false, "ChildRefused", &message)
+    {
+        pass.note(EventType::Warning, "ChildRefused", "Apply", message);
+    }
 }
 
 /// The app to build this pass on. The cached copy lags a moment behind the API server, and

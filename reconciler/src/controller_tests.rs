@@ -1596,6 +1596,38 @@ async fn a_child_the_api_server_refuses_is_reported_in_its_own_words() {
     );
 }
 
+#[tokio::test]
+async fn a_refused_job_is_said_in_status_and_retried_without_claiming_it_runs() {
+    let annotations = json!({names::RESTORE_REQUESTED: "t1"});
+    let app = app(seed(), annotations, json!({}));
+    let message = "jobs \"restore-hello-t1\" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=5, limited: count/jobs.batch=5";
+    let quota = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "reason": "Forbidden", "code": 403, "message": message});
+    let (result, seen) = running(&app, 0)
+        .refuse("POST", JOBS, quota)
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("retried with backoff, as a quota can be raised or freed");
+    assert!(error.contains("exceeded quota"), "{error}");
+    let status = status_written(&seen);
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ChildRefused");
+    assert_eq!(
+        ready["message"],
+        format!("the API server refused a child object: {message}")
+    );
+    assert_ne!(
+        status["restoreRequest"]["phase"], "Running",
+        "status never says a Job runs that the API server refused"
+    );
+    assert!(
+        event(&seen, "ChildRefused").body["note"]
+            .to_string()
+            .contains("exceeded quota")
+    );
+}
+
 /// A new app with `spec.restoreFrom` naming app `old`, whose backups are on `node-b`
 /// when `old_has_backups`, and the API answers of its first pass.
 fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {

@@ -60,6 +60,21 @@ impl Error {
         }
     }
 
+    /// The API server refused a write, in words worth telling the user: invalid (400, 422),
+    /// forbidden (403: RBAC, a quota, an admission policy, the leader fence) or an internal
+    /// error (500: how a failing admission webhook answers). Conflicts, missing objects,
+    /// throttling and an unavailable server are retried without a word.
+    pub fn is_refusal(&self) -> bool {
+        self.api_status()
+            .is_some_and(|status| matches!(status.code, 400 | 403 | 422 | 500))
+    }
+
+    /// Whether a deletion's cleanup failed (it keeps no status record of its own).
+    pub fn is_cleanup(&self) -> bool {
+        matches!(self, Error::Finalizer(inner)
+            if matches!(inner.as_ref(), kube::runtime::finalizer::Error::CleanupFailed(_)))
+    }
+
     /// An error that retrying cannot fix: the API server refused what the spec asks for.
     pub fn is_permanent(&self) -> bool {
         self.api_status()
