@@ -274,13 +274,13 @@ signed() {
   local who=$1 kind=$2 annotations=""
   [[ -z $who ]] || annotations=", annotations: {hello-stateful.example.com/written-by-leader: \"$who\"}"
   workload "$kind" "" "" "$APP_NS" |
-    sed -e "s/^metadata: {\(.*\)}$/metadata: {\1$annotations}/" \
+    sed -e "s|^metadata: {\(.*\)}$|metadata: {\1$annotations}|" \
       -e 's/^spec: {template:/spec: {suspend: true, template:/' \
       -e 's/^spec: {serviceName:/spec: {replicas: 0, serviceName:/'
 }
 
 test_a_deposed_leaders_late_writes_are_refused() {
-  local holder kind
+  local holder kind out
   holder=$(kubectl -n "$RECONCILER_NS" get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}')
   [[ -n $holder ]] || { echo "no replica holds the reconciler's Lease"; return 1; }
   # Real writes: dry runs store nothing and are not fenced.
@@ -292,7 +292,7 @@ test_a_deposed_leaders_late_writes_are_refused() {
       { echo "  a $kind"; return 1; }
   done
   # The leader's own writes are admitted; a patch by a deposed one is refused.
-  signed "$holder" Job | as_reconciler create -f - >/dev/null || return 1
+  out=$(signed "$holder" Job | as_reconciler create -f - 2>&1) || { echo "$out"; return 1; }
   expect_fail "is held by $holder" as_reconciler -n "$APP_NS" patch job hs-policy-probe --type=merge \
     -p "{\"metadata\": {\"annotations\": {\"hello-stateful.example.com/written-by-leader\": \"$holder-deposed\"}}, \"spec\": {\"suspend\": false}}" ||
     return 1

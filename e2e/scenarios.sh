@@ -168,6 +168,32 @@ test_full_backup_target_fails_cleanly() {
   app_ready "$ns" full
 }
 
+# A ResourceQuota refuses the backup's Job: status says so in the API server's words, never
+# that the backup runs, and the backup goes on once the quota allows it.
+test_a_job_refused_by_a_quota_is_said_and_goes_on_once_allowed() {
+  local ns token
+  ns=$(new_ns quota)
+  trap "cleanup_ns '$ns'" EXIT
+  app_yaml q '{"replicas": 1}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" q || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" create quota no-jobs --hard=count/jobs.batch=0 >/dev/null
+  # The quota controller must have counted the namespace's Jobs before it refuses any.
+  wait_for "quota counted" 60 bash -c "[[ -n \$(kubectl -n '$ns' get quota no-jobs -o jsonpath='{.status.used}') ]]"
+  token=$(date +%s)
+  annotate "$ns" q "hello-stateful.example.com/backup-requested=$token"
+  wait_for "the refusal in status" 90 status_contains "$ns" q \
+    '{.status.conditions[?(@.type=="Ready")].message}' "exceeded quota" || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" q '{.status.conditions[?(@.type=="Ready")].reason}') == ChildRefused ]] || { on_fail "$ns"; return 1; }
+  has_event "$ns" ChildRefused || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" q '{.status.backupRequest.phase}') != Running ]] ||
+    { echo "status says a refused backup runs"; on_fail "$ns"; return 1; }
+  ! has_job "$ns" backup || { echo "a Job exists despite the quota"; return 1; }
+  kubectl -n "$ns" delete quota no-jobs >/dev/null
+  wait_for "backup $token acknowledged" 360 acknowledged "$ns" q backupRequest "$token" || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" q '{.status.backupRequest.phase}') == Succeeded ]] || { on_fail "$ns"; return 1; }
+  wait_for "Ready again" 60 app_ready "$ns" q || { on_fail "$ns"; return 1; }
+}
+
 test_corrupted_backup_is_refused_before_live_data_is_touched() {
   local ns id before
   ns=$(new_ns corrupt)
@@ -381,6 +407,7 @@ run_test two_replicas_restore_into_their_own_volumes test_two_replicas_restore_i
 run_test same_name_in_two_namespaces_never_mixes test_same_name_in_two_namespaces_never_mixes
 run_test --alone restore_survives_reconciler_kills test_restore_survives_reconciler_kills
 run_test full_backup_target_fails_cleanly test_full_backup_target_fails_cleanly
+run_test a_job_refused_by_a_quota_is_said_and_goes_on_once_allowed test_a_job_refused_by_a_quota_is_said_and_goes_on_once_allowed
 run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_backup_is_refused_before_live_data_is_touched
 run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_are_reported_and_nothing_restarts
 run_test --alone api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
