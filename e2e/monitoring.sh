@@ -2,8 +2,8 @@
 # Monitoring (manifests/monitoring): the alerts pass promtool's checks and unit tests (each
 # fires when it should and resolves), the component renders with the manifests, and a real
 # Prometheus (Debian's) scrapes the reconciler in the test cluster with the alerts loaded,
-# sees an app's per-app series, every metric the alerts name is one the reconciler exports,
-# and none of them fires while all is well.
+# sees an app's per-app series, every metric the alerts and the Grafana dashboard name is
+# one the reconciler exports, every dashboard query runs, and no alert fires while all is well.
 set -uo pipefail
 E2E_SUITE=monitoring
 # shellcheck source=lib.sh
@@ -37,27 +37,50 @@ test_the_component_renders_with_the_manifests() {
   printf 'resources: [base]\ncomponents: [base/monitoring]\n' >"$WORK/overlay/kustomization.yaml"
   out=$(kubectl kustomize "$WORK/overlay")
   grep -q '^kind: ServiceMonitor$' <<<"$out" && grep -q '^kind: PrometheusRule$' <<<"$out"
-  # The ServiceMonitor selects the metrics Service by its labels.
+  # The ServiceMonitor selects the metrics Service by its labels; the dashboard is in a
+  # ConfigMap that Grafana's sidecar loads, beside the reconciler.
   python3 -c '
-import sys, yaml
+import json, sys, yaml
 docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
 monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
 service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "hellostateful-reconciler-metrics")
 wanted = monitor["spec"]["selector"]["matchLabels"]
 assert all(service["metadata"]["labels"].get(k) == v for k, v in wanted.items()), (wanted, service["metadata"]["labels"])
 assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
+dashboard = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "hellostateful-dashboard")
+assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1", dashboard["metadata"]
+assert dashboard["metadata"]["namespace"] == "hellostateful-system", dashboard["metadata"]
+panels = json.loads(dashboard["data"]["dashboard.json"])["panels"]
+assert panels and all(p["targets"] and all(t["expr"] for t in p["targets"]) for p in panels), panels
 ' <<<"$out"
 }
 
-# alerts_name_only_exported_metrics: every metric the alerts name is one the reconciler exports
-# (the per-app ones once an app has a successful backup).
-alerts_name_only_exported_metrics() {
+# only_exported_metrics_are_named: every metric the alerts and the dashboard name is one the
+# reconciler exports (the per-app ones once an app has a successful backup).
+only_exported_metrics_are_named() {
   local exported name
   exported=$(metrics | awk '$1 == "#" && $2 == "TYPE" { print $3 }')
-  for name in $(grep -o 'hellostateful_[a-z_]*' "$WORK/rules.yaml" | sort -u); do
-    # A counter's series carry _total; its TYPE line does not.
-    grep -qx "${name%_total}" <<<"$exported" || { echo "the alerts name $name, which the reconciler does not export"; return 1; }
+  for name in $(grep -oh 'hellostateful_[a-z_]*' "$WORK/rules.yaml" "$MONITORING/dashboard.json" | sort -u); do
+    # A counter's series carry _total, a histogram's _bucket; their TYPE lines do not.
+    name=${name%_total} name=${name%_bucket}
+    grep -qx "$name" <<<"$exported" ||
+      { echo "the alerts or the dashboard name $name, which the reconciler does not export"; return 1; }
   done
+}
+
+# dashboard_queries_run: each query of the dashboard runs on the real Prometheus, and those
+# of the per-app panel find the app NS's series.
+dashboard_queries_run() {
+  local expr answer
+  while IFS= read -r expr; do
+    answer=$(curl -fsS --max-time 5 "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" --data-urlencode "query=$expr") ||
+      { echo "Prometheus refused the dashboard's query: $expr"; return 1; }
+    jq -e '.status == "success"' <<<"$answer" >/dev/null || { echo "$expr: $answer"; return 1; }
+    if [[ $expr == *last_success_timestamp* ]]; then
+      jq -e --arg ns "$1" '[.data.result[] | select(.metric.namespace == $ns)] | length == 1' <<<"$answer" >/dev/null ||
+        { echo "$expr has no series of $1: $answer"; return 1; }
+    fi
+  done < <(jq -r '.panels[].targets[].expr' "$MONITORING/dashboard.json")
 }
 
 scraped() {
@@ -91,7 +114,8 @@ EOF
   wait_for "watched Ready" 120 app_ready "$ns" watched || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" watched backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   wait_for "watched's last successful backup in Prometheus" 60 series_of "$ns"
-  alerts_name_only_exported_metrics
+  only_exported_metrics_are_named
+  dashboard_queries_run "$ns"
   # All is well here: the reconciler answers and runs, and this app is not overdue (other
   # suites' apps, beside this one, may fail backups and restores on purpose).
   prometheus_api alerts | jq -e --arg ns "$ns" '[.data.alerts[] | select(
