@@ -8,6 +8,12 @@
 #                                                 server) or measures it, so it must not run
 #                                                 beside them. E2E_PART=shared runs only the
 #                                                 other tests, E2E_PART=alone only these.
+#   beside COMMAND...                             run COMMAND (run_test calls, one after another)
+#                                                 in the background, beside the tests that follow:
+#                                                 for tests of a suite that share nothing (with
+#                                                 E2E_PART=shared only; else in the foreground)
+#   wait_beside                                   wait for every `beside`, print its output
+#                                                 whole and count its tests
 #   summary                                       print "SUITE: N passed, M failed"; non-zero if any failed
 #   dump_debug NAMESPACE                          pods, events, describe + logs of unhealthy pods
 #
@@ -66,6 +72,38 @@ run_test() {
     echo "--- FAIL: $name ($(_e2e_elapsed "$t0")s)"
   fi
   return 0
+}
+
+_E2E_BESIDE_PIDS=()
+_E2E_BESIDE_LOGS=()
+# beside COMMAND...: COMMAND in the background, its output kept for wait_beside. Only
+# when the suite runs its shared tests alone (E2E_PART=shared, as e2e/run-all does): else
+# it may hold tests that run alone, and COMMAND runs in the foreground.
+beside() {
+  local log
+  if [[ ${E2E_PART:-} != shared ]]; then "$@"; return 0; fi
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 </dev/null &
+  _E2E_BESIDE_PIDS+=($!) _E2E_BESIDE_LOGS+=("$log")
+}
+
+# wait_beside: each `beside` waited for, its output printed whole, its tests counted (their
+# run_test ran in a subshell, so they are counted from its PASS and FAIL lines); one that
+# died before its tests ended counts as a failure
+wait_beside() {
+  local i log name
+  for i in "${!_E2E_BESIDE_PIDS[@]}"; do
+    log=${_E2E_BESIDE_LOGS[$i]}
+    wait "${_E2E_BESIDE_PIDS[$i]}" || echo "--- FAIL: beside#$i (exited with $?)" >>"$log"
+    cat "$log"
+    _E2E_PASSED=$((_E2E_PASSED + $(grep -c '^--- PASS: ' "$log")))
+    while read -r name; do
+      _E2E_FAILED=$((_E2E_FAILED + 1))
+      _E2E_FAILED_NAMES+=("$name")
+    done < <(sed -n 's/^--- FAIL: \([^ ]*\) .*$/\1/p' "$log")
+    rm -f "$log"
+  done
+  _E2E_BESIDE_PIDS=() _E2E_BESIDE_LOGS=()
 }
 
 # summary: the closing line; returns 1 if any test failed

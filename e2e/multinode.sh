@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
 
 NODE_A=hellostateful-node
 NODE_B=hellostateful-node-b
-LOCAL_CLASS=hs-e2e-local
+LOCAL_CLASS=unset # each test's own: see local_class
 LOCAL_ROOT=/tmp/hs-e2e-local
 
 node_of_pod() { kubectl -n "$1" get pod "$2" -o jsonpath='{.spec.nodeName}' 2>/dev/null; }
@@ -44,7 +44,7 @@ setup() {
 teardown() {
   kubectl uncordon "$NODE_A" "$NODE_B" >/dev/null 2>&1
   move_reconciler_to "$NODE_A" >/dev/null 2>&1
-  kubectl delete storageclass "$LOCAL_CLASS" --ignore-not-found >/dev/null 2>&1
+  kubectl delete storageclass -l hellostateful-e2e=local --ignore-not-found >/dev/null 2>&1
   "$E2E_ROOT/e2e/cluster" remove-node
   rm -rf "$LOCAL_ROOT"
 }
@@ -116,36 +116,39 @@ test_a_cordoned_node_keeps_its_backups_and_holds_a_restore_back() {
   wait_for "web Ready after the restore" 120 app_ready "$ns" web || { on_fail "$ns"; return 1; }
 }
 
-# local_volume NAME NODE [NS/CLAIM]: a `local` PersistentVolume of the test class on NODE
-# (kept for CLAIM if given).
+# local_volume NS NAME NODE [CLAIM]: a `local` PersistentVolume hs-e2e-NS-NAME of the test
+# class on NODE for the test of namespace NS (kept for its CLAIM if given).
 local_volume() {
-  local claim_ref=""
-  [[ -z ${3:-} ]] || claim_ref="claimRef: {namespace: ${3%%/*}, name: ${3#*/}}"
-  mkdir -p "$LOCAL_ROOT/$1"
+  local ns=$1 name=hs-e2e-$1-$2 claim_ref=""
+  [[ -z ${4:-} ]] || claim_ref="claimRef: {namespace: $ns, name: $4}"
+  mkdir -p "$LOCAL_ROOT/$name"
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: $1, labels: {hellostateful-e2e: local}}
+metadata: {name: $name, labels: {hellostateful-e2e: local, hellostateful-e2e-test: $ns}}
 spec:
   capacity: {storage: 1Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Delete
   storageClassName: $LOCAL_CLASS
-  local: {path: $LOCAL_ROOT/$1}
+  local: {path: $LOCAL_ROOT/$name}
   $claim_ref
   nodeAffinity:
     required:
       nodeSelectorTerms:
-      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$2]}]
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$3]}]
 EOF
 }
 
-# local_class: a StorageClass of node-local volumes, bound where their first pod is scheduled
+# local_class NS: a StorageClass of node-local volumes for the test of namespace NS (its
+# LOCAL_CLASS from then on), bound where their first pod is scheduled. Its own, so that
+# tests side by side never bind each other's volumes.
 local_class() {
+  LOCAL_CLASS=hs-e2e-local-$1
   kubectl apply -f - >/dev/null <<EOF
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
-metadata: {name: $LOCAL_CLASS}
+metadata: {name: $LOCAL_CLASS, labels: {hellostateful-e2e: local}}
 provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 EOF
@@ -155,8 +158,8 @@ EOF
 # one on each node, backed up to TARGET; Ready, with a replica on each node.
 spread_app() {
   local ns=$1 target=$2 more=${3:-}
-  local_volume "hs-e2e-$ns-a" "$NODE_A"
-  local_volume "hs-e2e-$ns-b" "$NODE_B"
+  local_volume "$ns" a "$NODE_A"
+  local_volume "$ns" b "$NODE_B"
   app_yaml web "{\"replicas\": 2, \"restoreFromExisting\": false, $more\"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}, \"backup\": {\"target\": $target}}" |
     kubectl -n "$ns" apply -f - >/dev/null
   wait_for "web Ready" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
@@ -170,8 +173,8 @@ spread_app() {
 # made with RESTORE-MEMBER in its spec.
 app_on_new_volumes() {
   local ns=$1 name=$2 restore=$3 store=$4 n=$5
-  local_volume "hs-e2e-$ns-a$n" "$NODE_A"
-  local_volume "hs-e2e-$ns-b$n" "$NODE_B"
+  local_volume "$ns" a$n "$NODE_A"
+  local_volume "$ns" b$n "$NODE_B"
   app_yaml "$name" "{\"replicas\": 2, $restore, \"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}, \"backup\": {\"target\": {\"objectStore\": $store}}}" |
     kubectl -n "$ns" apply -f - >/dev/null
 }
@@ -198,10 +201,10 @@ restore_failed() {
 test_dynamic_volumes_follow_node_directory_backups() {
   local ns
   ns=$(new_ns follow)
-  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
-  local_class
-  local_volume "hs-e2e-$ns-a" "$NODE_A"
-  local_volume "hs-e2e-$ns-b" "$NODE_B"
+  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
+  local_class "$ns"
+  local_volume "$ns" a "$NODE_A"
+  local_volume "$ns" b "$NODE_B"
   app_yaml web "{\"replicas\": 1, \"restoreFromExisting\": true, \"storage\": {\"storageClassName\": \"$LOCAL_CLASS\"}}" |
     kubectl -n "$ns" apply -f - >/dev/null
   wait_for "web Ready" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
@@ -221,9 +224,9 @@ test_dynamic_volumes_follow_node_directory_backups() {
 test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot() {
   local ns message
   ns=$(new_ns spread)
-  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
-  local_class
-  local_volume "hs-e2e-$ns-backups" "$NODE_A" "$ns/my-backups"
+  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
+  local_class "$ns"
+  local_volume "$ns" backups "$NODE_A" my-backups
   kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -258,10 +261,10 @@ EOF
 test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store() {
   local ns
   ns=$(new_ns parts)
-  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
   eval "$(e2e/objstore up)"
   e2e/objstore bucket tenant-a
-  local_class
+  local_class "$ns"
   keys_secret "$ns" s3 tenant-a tenant-a-secret
   local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"multinode\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
   spread_app "$ns" "{\"objectStore\": $store}" '"backupSchedule": "* * * * *", ' || return 1
@@ -315,7 +318,7 @@ for replica in manifest["replicas"]:
 
   for volume in a b; do echo "after the backup" >"$LOCAL_ROOT/hs-e2e-$ns-$volume/marker"; done
   chattr +i "$LOCAL_ROOT/hs-e2e-$ns-b/marker"
-  trap "chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  trap "chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
   local done_before
   done_before=$(jp "$ns" web '{.status.restoreRequest.job}')
   "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --wait=false >/dev/null || return 1
@@ -354,7 +357,7 @@ for replica in manifest["replicas"]:
   # the other volume is rid of what it staged before the failure is reported.
   local small="$LOCAL_ROOT/hs-e2e-$ns-b3"
   mkdir -p "$small" && mount -t tmpfs -o size=4k tmpfs "$small" || return 1
-  trap "umount -l '$small' 2>/dev/null || true; chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e=local --wait=false >/dev/null 2>&1" EXIT
+  trap "umount -l '$small' 2>/dev/null || true; chattr -i '$LOCAL_ROOT/hs-e2e-$ns-b/marker' 2>/dev/null; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
   app_on_new_volumes "$ns" copy "\"restoreFrom\": {\"name\": \"web\", \"backupId\": \"$id\"}" "$store" 3
   wait_for "copy's restore failed" 180 restore_failed "$ns" copy || { on_fail "$ns"; return 1; }
   message=$(jp "$ns" copy '{.status.conditions[?(@.type=="Restoring")].message}')
@@ -388,7 +391,10 @@ trap teardown EXIT
 setup || { echo "multinode: 0 passed, 1 failed"; exit 1; }
 run_test the_whole_job_runs_on_the_second_node test_the_whole_job_runs_on_the_second_node
 run_test a_cordoned_node_keeps_its_backups_and_holds_a_restore_back test_a_cordoned_node_keeps_its_backups_and_holds_a_restore_back
+# The tests above cordon a node; those below need both schedulable and share nothing else
+# (each its own namespace and volumes), so the longest runs beside the other two.
+beside run_test replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store
 run_test dynamic_volumes_follow_node_directory_backups test_dynamic_volumes_follow_node_directory_backups
 run_test replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot
-run_test replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store
+wait_beside
 summary

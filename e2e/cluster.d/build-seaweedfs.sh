@@ -6,9 +6,13 @@ set -euo pipefail
 VERSION=${1:-${HS_SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}}
 CACHE=${HS_E2E_CACHE:-/var/cache/hellostateful}
 out=$CACHE/tools/weed-$VERSION
+mkdir -p "$CACHE/tools"
+# One build at a time: e2e/run-all builds it beside the first suites, and the object-store
+# suites that start meanwhile wait here for it rather than build it twice.
+exec 9>"$out.lock"
+flock 9
 if [[ ! -x $out ]]; then
   echo "build-seaweedfs: building SeaweedFS $VERSION (about 10 minutes on 2 cores)" >&2
-  mkdir -p "$CACHE/tools"
   tmp=$(mktemp -d)
   trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
   export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
