@@ -61,6 +61,13 @@ lines_at_least() { [[ -f $1 && $(wc -l <"$1") -ge $2 ]]; }
 # backups_of NS NAME: complete snapshot ids on the node, oldest first.
 backups_of() { find "$BACKUP_ROOT/$1/$2" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | sort; }
 
+# backup_volumes_of NS NAME: the PersistentVolumes of app NS/NAME's node-directory backups
+# (one per root it used; named with the root's hash), as pv/NAME lines.
+backup_volumes_of() {
+  kubectl get pv -o name \
+    -l "app.kubernetes.io/instance=$2,app.kubernetes.io/component=backup,hello-stateful.example.com/namespace=$1"
+}
+
 # has_backup NS NAME: at least one complete snapshot exists.
 has_backup() { [[ -n $(backups_of "$1" "$2") ]]; }
 

@@ -348,7 +348,7 @@ test_backups_of_a_deleted_app_are_listed_then_deleted_on_request() {
   if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "delete returned before demo was gone"; return 1; fi
   if has_backup "$NS" demo; then echo "backups left: $(backups_of "$NS" demo)"; return 1; fi
   wait_for "backup claim gone" 60 bash -c "! kubectl -n '$NS' get pvc backups-demo >/dev/null 2>&1"
-  wait_for "backup volume gone" 60 bash -c "! kubectl get pv 'hellostateful-backups.$NS.demo' >/dev/null 2>&1"
+  wait_for "backup volume gone" 60 bash -c "[[ -z \$(kubectl get pv -o name -l app.kubernetes.io/instance=demo,app.kubernetes.io/component=backup,hello-stateful.example.com/namespace='$NS') ]]"
   has_event "$NS" Deleted
 }
 

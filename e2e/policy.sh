@@ -309,7 +309,7 @@ test_the_reconcilers_own_children_are_admitted() {
   annotate "$APP_NS" probe "hello-stateful.example.com/backup-requested=$token"
   wait_for "backup $token acknowledged" 150 acknowledged "$APP_NS" probe backupRequest "$token" || { on_fail "$APP_NS"; return 1; }
   [[ $(jp "$APP_NS" probe '{.status.backupRequest.phase}') == Succeeded ]] || { on_fail "$APP_NS"; return 1; }
-  kubectl get pv "hellostateful-backups.$APP_NS.probe" >/dev/null
+  [[ -n $(backup_volumes_of "$APP_NS" probe) ]]
   # Deletion: the wipe Job is the reconciler's too.
   kubectl -n "$APP_NS" delete hellostateful probe --wait=true --timeout=120s >/dev/null || { on_fail "$APP_NS"; return 1; }
   out=$(kubectl -n "$RECONCILER_NS" logs deploy/hellostateful-reconciler --since-time="$APP_START" 2>&1)

@@ -151,7 +151,9 @@ test_delete_removes_children_wipes_live_data_and_keeps_backups() {
   [[ -d $live && -z $(ls -A "$live") ]] || { echo "live data left in $live:"; ls -A "$live"; return 1; }
   [[ -n $backups_before && $(backups_of "$NS" "$APP") == "$backups_before" ]]
   [[ $(kubectl -n "$NS" get pvc "backups-$APP" -o jsonpath='{.status.phase}') == Bound ]]
-  [[ -z $(kubectl get pv "hellostateful-backups.$NS.$APP" -o jsonpath='{.metadata.deletionTimestamp}') ]]
+  local volume
+  volume=$(backup_volumes_of "$NS" "$APP")
+  [[ -n $volume && -z $(kubectl get "$volume" -o jsonpath='{.metadata.deletionTimestamp}') ]]
 }
 
 test_invalid_specs_are_refused_with_clear_messages() {

@@ -6,6 +6,7 @@
 pub mod defaults;
 pub mod endpoints;
 pub mod names;
+pub mod quantity;
 mod resource;
 pub mod summary;
 pub mod validate;

@@ -175,9 +175,15 @@ pub fn backup_claim(name: &str) -> String {
     format!("backups-{name}")
 }
 
-/// The static PersistentVolume of the app's backup directory `<root>/<namespace>/<name>`.
-pub fn backup_volume(namespace: &str, name: &str) -> String {
-    format!("hellostateful-backups.{namespace}.{name}")
+/// The static PersistentVolume of the app's backup directory under `root`
+/// (`<root>/<namespace>/<name>`): one per root the app ever used, each kept while its
+/// directory may hold snapshots, as the record of which namespace (by uid) owns them.
+/// Earlier versions named it without the root's hash; either is found by its path.
+pub fn backup_volume(root: &str, namespace: &str, name: &str) -> String {
+    format!(
+        "hellostateful-backups.{namespace}.{name}.{}",
+        short_hash(root.trim_end_matches('/'))
+    )
 }
 
 /// The app's own backup directory under an allowed node root.
@@ -415,7 +421,7 @@ mod tests {
             legacy_volume(&namespace, &name, ordinal);
             volume_host_path(&namespace, &name, &uid, ordinal);
             backup_claim(&name);
-            backup_volume(&namespace, &name);
+            backup_volume(&token, &namespace, &name);
             backup_host_path(&token, &namespace, &name);
             wipe_job(&name, &uid);
             purge_job(&name, &uid);
@@ -447,7 +453,7 @@ mod tests {
             }
             prop_assert!(claim(&name, ordinal).len() <= 63);
             prop_assert!(volume(&namespace, &name, ordinal).len() <= 253);
-            prop_assert!(backup_volume(&namespace, &name).len() <= 253);
+            prop_assert!(backup_volume(&token, &namespace, &name).len() <= 253);
             prop_assert!(backup_claim(&name).len() <= 253);
             let hash = short_hash(&uid);
             prop_assert!(hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -513,7 +519,7 @@ mod tests {
         assert!(initial_restore_job(&name, "uid", Some("x")).len() <= 63);
         assert!(claim(&name, 19).len() <= 63);
         assert!(volume(&"n".repeat(63), &name, 19).len() <= 253);
-        assert!(backup_volume(&"n".repeat(63), &name).len() <= 253);
+        assert!(backup_volume("/any/root", &"n".repeat(63), &name).len() <= 253);
         assert!(backup_claim(&name).len() <= 253);
         assert!(wipe_job(&name, "uid").len() <= 63);
         assert!(purge_job(&name, "uid").len() <= 63);
@@ -523,7 +529,19 @@ mod tests {
     fn look_alike_namespace_and_name_pairs_get_different_volumes() {
         // DNS labels hold '-' but never '.': the join is unambiguous.
         assert_ne!(volume("team-a", "db", 0), volume("team", "a-db", 0));
-        assert_ne!(backup_volume("team-a", "db"), backup_volume("team", "a-db"));
+        assert_ne!(
+            backup_volume("/r", "team-a", "db"),
+            backup_volume("/r", "team", "a-db")
+        );
+        assert_ne!(
+            backup_volume("/r", "team", "db"),
+            backup_volume("/s", "team", "db"),
+            "each root has a volume of its own"
+        );
+        assert_eq!(
+            backup_volume("/r/", "team", "db"),
+            backup_volume("/r", "team", "db")
+        );
         assert_eq!(
             legacy_volume("team-a", "db", 0),
             legacy_volume("team", "a-db", 0),

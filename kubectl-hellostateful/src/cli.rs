@@ -642,6 +642,21 @@ pub struct InstallArgs {
     /// any; default: keep the cluster's, else any)
     #[arg(long, value_name = "URL[,URL...]", value_parser = crate::install::parse_object_store_endpoints)]
     pub object_store_endpoints: Option<crate::install::ObjectStoreEndpoints>,
+    /// Whether apps without spec.storage.storageClassName get static node-directory volumes,
+    /// which take node disk with no size bound (allow), or are refused (refuse; the
+    /// settings' staticDataVolumes; default: keep the cluster's, else allow)
+    #[arg(long, value_enum, value_name = "CHOICE")]
+    pub static_data_volumes: Option<StaticDataVolumes>,
+    /// Taint keys an app's spec.tolerations may name, comma-separated; "" for none, "*" for
+    /// any, also every taint at once (the settings' tolerableTaints; default: keep the
+    /// cluster's, else any)
+    #[arg(long, value_name = "KEY[,KEY...]")]
+    pub tolerable_taints: Option<String>,
+    /// How much of a node's disk an app's backups in a node directory may take, a size like
+    /// 10Gi or 500M; "" for no bound (the settings' nodeBackupLimit; default: keep the
+    /// cluster's, else none)
+    #[arg(long, value_name = "SIZE", value_parser = crate::install::parse_node_backup_limit)]
+    pub node_backup_limit: Option<String>,
     /// client (the default when given bare): print the manifests; server: apply with dryRun=All
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
           default_missing_value = "client", default_value = "none")]
@@ -654,6 +669,23 @@ pub struct InstallArgs {
     /// Give up waiting after this long
     #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = parse_duration)]
     pub timeout: Duration,
+}
+
+/// `install --static-data-volumes`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq)]
+pub enum StaticDataVolumes {
+    Allow,
+    Refuse,
+}
+
+impl StaticDataVolumes {
+    /// The settings' word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Refuse => "refuse",
+        }
+    }
 }
 
 /// `uninstall`.

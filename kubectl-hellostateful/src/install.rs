@@ -133,6 +133,12 @@ impl fmt::Display for ObjectStoreEndpoints {
     }
 }
 
+/// Checks a `--node-backup-limit` (a size like 10Gi, or empty for none) as the reconciler
+/// will read it, so that a typo fails here rather than stop the reconciler starting.
+pub fn parse_node_backup_limit(text: &str) -> Result<String, String> {
+    hellostateful_api::quantity::node_backup_limit(text).map(|_| text.trim().to_string())
+}
+
 /// Parses `URL[,URL...]`, each `http(s)://host[:port]` as a spec's endpoint must be (a typo
 /// would otherwise refuse every store, silently); an empty value allows any endpoint.
 pub fn parse_object_store_endpoints(text: &str) -> Result<ObjectStoreEndpoints, String> {
@@ -281,10 +287,27 @@ async fn api_for(client: &Client, doc: &Value) -> Result<Option<Api<DynamicObjec
 /// reconciler and the plugin's own pods obey.
 pub const OBJECT_STORE_ENDPOINTS: &str = "objectStoreEndpoints";
 
+/// The settings key that says whether apps without a StorageClass get static volumes.
+pub const STATIC_DATA_VOLUMES: &str = "staticDataVolumes";
+
+/// The settings key of the taint keys a spec may tolerate ("*": any; empty: none, a choice
+/// kept like any other).
+pub const TOLERABLE_TAINTS: &str = "tolerableTaints";
+
+/// The settings key of the bound on an app's backups in a node directory (empty: none).
+pub const NODE_BACKUP_LIMIT: &str = "nodeBackupLimit";
+
 /// Settings an upgrade keeps as the cluster has them (the admin may have changed them), when
 /// no flag sets them: the node directories backups may go to, how long a mover pod may take
-/// to start, and the object stores a spec may name.
-pub const KEPT_SETTINGS: [&str; 3] = ["backupRoots", "moverStartSeconds", OBJECT_STORE_ENDPOINTS];
+/// to start, the object stores a spec may name, and what of the nodes it may ask for.
+pub const KEPT_SETTINGS: [&str; 6] = [
+    "backupRoots",
+    "moverStartSeconds",
+    OBJECT_STORE_ENDPOINTS,
+    STATIC_DATA_VOLUMES,
+    TOLERABLE_TAINTS,
+    NODE_BACKUP_LIMIT,
+];
 
 /// The settings the flags of `install` set.
 fn flag_settings(args: &InstallArgs) -> BTreeMap<String, String> {
@@ -294,6 +317,15 @@ fn flag_settings(args: &InstallArgs) -> BTreeMap<String, String> {
     }
     if let Some(endpoints) = &args.object_store_endpoints {
         settings.insert(OBJECT_STORE_ENDPOINTS.to_string(), endpoints.to_string());
+    }
+    if let Some(choice) = args.static_data_volumes {
+        settings.insert(STATIC_DATA_VOLUMES.to_string(), choice.as_str().to_string());
+    }
+    if let Some(keys) = &args.tolerable_taints {
+        settings.insert(TOLERABLE_TAINTS.to_string(), keys.clone());
+    }
+    if let Some(limit) = &args.node_backup_limit {
+        settings.insert(NODE_BACKUP_LIMIT.to_string(), limit.clone());
     }
     settings
 }
@@ -317,7 +349,11 @@ pub fn settings_to_apply(
     mut cluster: BTreeMap<String, String>,
     mut flags: BTreeMap<String, String>,
 ) -> (BTreeMap<String, String>, Vec<String>) {
-    cluster.retain(|key, value| KEPT_SETTINGS.contains(&key.as_str()) && !value.trim().is_empty());
+    // An empty value means "none" only for the taints; elsewhere it is the default's.
+    cluster.retain(|key, value| {
+        KEPT_SETTINGS.contains(&key.as_str())
+            && (key == TOLERABLE_TAINTS || !value.trim().is_empty())
+    });
     let kept = cluster
         .keys()
         .filter(|key| !flags.contains_key(*key))
@@ -840,6 +876,16 @@ mod tests {
             "an empty value is not kept, and the image is the install's"
         );
         assert_eq!(kept, ["backupRoots", OBJECT_STORE_ENDPOINTS]);
+
+        // No taint tolerable is kept, although empty: it is not the default (any).
+        let mut refusing = cluster.clone();
+        refusing.insert(TOLERABLE_TAINTS.to_string(), String::new());
+        refusing.insert(STATIC_DATA_VOLUMES.to_string(), "refuse".to_string());
+        let (settings, _) = settings_to_apply(refusing, BTreeMap::new());
+        assert_eq!(settings[TOLERABLE_TAINTS], "");
+        assert_eq!(settings[STATIC_DATA_VOLUMES], "refuse");
+        let docs = documents(None, &settings).unwrap();
+        assert_eq!(setting(&docs, TOLERABLE_TAINTS), Some(""));
         let docs = documents(None, &settings).unwrap();
         assert_eq!(
             setting(&docs, OBJECT_STORE_ENDPOINTS),

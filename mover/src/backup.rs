@@ -61,6 +61,9 @@ pub struct BackupOptions {
     pub keep_last: Option<u32>,
     /// How long to wait for another backup of the same app to finish.
     pub lock_wait: Duration,
+    /// At most this many bytes in the app's backup directory once the new snapshot is in
+    /// it (node directories; the admin's bound on a tenant's use of a node's disk).
+    pub max_bytes: Option<u64>,
 }
 
 /// The result of a successful backup (printed as one JSON line).
@@ -95,6 +98,8 @@ pub struct BackupReport {
 
 #[derive(Debug, Default)]
 pub(crate) struct Totals {
+    /// The bound on the backup directory, if any: the copy stops as soon as it is passed.
+    pub budget: Option<Budget>,
     pub bytes: u64,
     pub files: u64,
     pub new_bytes: u64,
@@ -102,6 +107,29 @@ pub(crate) struct Totals {
     pub inconsistent: u64,
     /// The first few inconsistent files, `<ordinal>/<path>`.
     pub inconsistent_named: Vec<String>,
+}
+
+/// How much the app's backup directory may hold, and how much its snapshots already may.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub limit: u64,
+    pub held: u64,
+}
+
+impl Totals {
+    /// Fails once what was copied so far would take the directory past its bound.
+    fn within_budget(&self) -> Result<()> {
+        match self.budget {
+            Some(Budget { limit, held }) if held.saturating_add(self.new_bytes) > limit => {
+                Err(MoverError::OverLimit {
+                    limit,
+                    held,
+                    copied: self.new_bytes,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Backs up every ordinal volume under `options.source` into a new snapshot of `app`.
@@ -118,6 +146,13 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
     swap::check_settled(&volumes)?;
     catalog::clean_leftovers(&app_dir)?;
     let previous = catalog::latest(&app_dir)?;
+    let budget = match options.max_bytes {
+        Some(limit) => Some(Budget {
+            limit,
+            held: catalog::held_bytes(&app_dir)?,
+        }),
+        None => None,
+    };
 
     let mut id = BackupId::at(start_time);
     if let Some(last) = catalog::snapshot_ids(&app_dir)?.pop()
@@ -129,7 +164,7 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
     let tmp_name = format!("{}{id}", catalog::TMP_PREFIX);
     app_dir.make_dir(&tmp_name)?;
     let written = app_dir.open_dir(&tmp_name).and_then(|tmp| {
-        let (replicas, totals) = write_snapshot(&tmp, &volumes, previous.as_ref())?;
+        let (replicas, totals) = write_snapshot(&tmp, &volumes, previous.as_ref(), budget)?;
         Ok((tmp, replicas, totals))
     });
     let (tmp, replicas, totals) = match written {
@@ -314,9 +349,13 @@ fn write_snapshot(
     tmp: &Dir,
     volumes: &[(u32, Dir)],
     previous: Option<&Snapshot>,
+    budget: Option<Budget>,
 ) -> Result<(Vec<Replica>, Totals)> {
     let previous_start = previous.map(|p| p.manifest.start_time);
-    let mut totals = Totals::default();
+    let mut totals = Totals {
+        budget,
+        ..Totals::default()
+    };
     let mut replicas = Vec::new();
     for (ordinal, source) in volumes {
         let previous_files = previous
@@ -616,6 +655,7 @@ impl ReplicaCopy<'_> {
                     self.count(&job, outcome, totals)
                 }
             };
+            totals.within_budget()?;
             if let Some(entry) = entry {
                 state.writer.push(&entry)?;
             }

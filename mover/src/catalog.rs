@@ -135,6 +135,20 @@ fn complete_in(app_dir: &Dir) -> Result<Vec<(BackupId, SnapshotInfo)>> {
     Ok(out)
 }
 
+/// An upper bound of the bytes the app's complete snapshots take: all of the oldest's, and
+/// what each later one copied. A file the oldest does not hold was copied by a later one
+/// or is linked from one, since a backup links only files of the newest snapshot before
+/// it.
+pub(crate) fn held_bytes(app_dir: &Dir) -> Result<u64> {
+    let complete = complete_in(app_dir)?;
+    let Some(((_, oldest), later)) = complete.split_last() else {
+        return Ok(0);
+    };
+    Ok(later.iter().fold(oldest.bytes, |held, (_, info)| {
+        held.saturating_add(info.new_bytes)
+    }))
+}
+
 /// The newest snapshot with a valid manifest, if any (older ones are not loaded): the
 /// base for the next incremental backup, which must not link to a damaged one.
 pub(crate) fn latest(app_dir: &Dir) -> Result<Option<Snapshot>> {

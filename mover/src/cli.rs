@@ -229,6 +229,12 @@ pub struct BackupArgs {
     /// Seconds to wait for another backup, restore or prune of the app to finish
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub lock_timeout: u64,
+    /// At most this many bytes in the app's backup directory (a node directory) once the
+    /// new snapshot is in it, counting all of its oldest snapshot and what each later one
+    /// copied: a backup that would pass it stops, fails and leaves the earlier ones as they
+    /// were
+    #[arg(long, value_name = "BYTES", conflicts_with = "part_of")]
+    pub max_bytes: Option<u64>,
     /// Back up the volumes under --source as a part of the snapshot that `seal --part-of
     /// SET` makes (object stores only); retention waits for the seal
     #[arg(long, value_name = "SET", conflicts_with = "keep_last")]
@@ -490,6 +496,7 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 source: a.source,
                 keep_last: a.keep_last,
                 lock_wait: Duration::from_secs(a.lock_timeout),
+                max_bytes: a.max_bytes,
             };
             let set = a
                 .part_of

@@ -64,6 +64,19 @@ pub enum MoverError {
     #[error("{0}")]
     Usage(String),
 
+    /// A backup that would take the app's backup directory past the admin's bound.
+    #[error(
+        "this backup would take the app's backups past the {limit} bytes this cluster allows per app on a node (the settings' nodeBackupLimit): its snapshots hold up to {held} bytes and it had copied {copied} more when it stopped; earlier backups are intact. Keep fewer backups (spec.backup.retention.keepLast), or ask the admin for more"
+    )]
+    OverLimit {
+        /// The bound.
+        limit: u64,
+        /// What the snapshots before took (at most).
+        held: u64,
+        /// What this one had copied.
+        copied: u64,
+    },
+
     /// The source directory has no usable ordinal subdirectories.
     #[error("no replica volumes in {}: expected subdirectories named by ordinal (0, 1, ...)", .0.display())]
     NoOrdinals(PathBuf),
@@ -237,6 +250,7 @@ impl MoverError {
                 | MoverError::ManifestInvalid { .. }
                 | MoverError::Damaged { .. }
                 | MoverError::NoSpace { .. }
+                | MoverError::OverLimit { .. }
                 | MoverError::StagingLost { .. }
         ) || matches!(self, MoverError::Store { error, .. } if refused(error))
     }

@@ -78,6 +78,51 @@ fn full_target_fails_cleanly_and_keeps_earlier_snapshots() {
     assert_eq!(all_snapshots_verify(&app), 1);
 }
 
+/// The admin's bound on an app's backup directory: a backup that would take it past the
+/// bound stops and fails saying so, and the earlier snapshots stay whole; one that fits
+/// (its unchanged files linked, not copied) succeeds.
+#[test]
+fn a_backup_past_the_apps_bound_fails_and_keeps_earlier_snapshots() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let app = app(&tmp.path().join("backup"));
+    let source = tmp.path().join("src");
+    fs::create_dir_all(source.join("0")).expect("mkdir");
+    fs::write(source.join("0/a"), vec![1u8; 40_000]).expect("write");
+    fs::write(source.join("0/b"), vec![2u8; 40_000]).expect("write");
+    settle(&source);
+    let bounded = |max_bytes| hellostateful_mover::BackupOptions {
+        max_bytes: Some(max_bytes),
+        ..backup_opts(&source)
+    };
+    let first = hellostateful_mover::backup(&app, &bounded(100_000)).expect("fits");
+    assert_eq!(first.new_bytes, 80_000);
+
+    // Unchanged, the next one copies nothing and fits again.
+    let linked = hellostateful_mover::backup(&app, &bounded(100_000)).expect("linked");
+    assert_eq!(linked.new_bytes, 0);
+
+    // 80 000 held, and 40 000 new would make 120 000.
+    fs::write(source.join("0/c"), vec![3u8; 40_000]).expect("write");
+    let e = hellostateful_mover::backup(&app, &bounded(100_000)).expect_err("past the bound");
+    let text = err_text(&e);
+    assert!(
+        text.contains("past the 100000 bytes")
+            && text.contains("hold up to 80000 bytes")
+            && text.contains("nodeBackupLimit"),
+        "{text}"
+    );
+    assert!(matches!(e, MoverError::OverLimit { .. }), "{e:?}");
+    let listed = hellostateful_mover::list(&app).expect("list");
+    assert_eq!(listed.len(), 2);
+    assert!(
+        hellostateful_mover::incomplete(&app)
+            .expect("incomplete")
+            .is_empty()
+    );
+    assert_eq!(all_snapshots_verify(&app), 2);
+    hellostateful_mover::backup(&app, &bounded(120_000)).expect("fits a larger bound");
+}
+
 #[test]
 fn unreadable_file_fails_naming_it() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -199,6 +199,26 @@ impl Cache {
 
     /// The data volumes of app `name` in `namespace`: the backup volume carries the same
     /// app labels, and outlives the app.
+    /// The backup volume of app `namespace/name` whose directory is `path`, whatever its
+    /// name (it carries the root's hash, or none if an earlier version made it). Should two
+    /// name the path, one of another namespace (`namespace_uid` is this one's) comes first:
+    /// it must refuse the directory.
+    pub fn backup_volume_at(
+        &self,
+        namespace: &str,
+        name: &str,
+        path: &str,
+        namespace_uid: &str,
+    ) -> Option<Arc<Kept<VolumeView>>> {
+        let mut found = self.volumes.state_filter(|volume| {
+            volume.is_of(namespace, name)
+                && !volume.view.storage
+                && volume.view.host_path.as_deref() == Some(path)
+        });
+        found.sort_by_key(|volume| volume.view.namespace_uid.as_deref() == Some(namespace_uid));
+        found.into_iter().next()
+    }
+
     pub fn data_volumes(&self, namespace: &str, name: &str) -> Vec<Arc<Kept<VolumeView>>> {
         self.volumes
             .state_filter(|volume| volume.is_of(namespace, name) && volume.view.storage)

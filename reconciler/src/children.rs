@@ -2,7 +2,7 @@
 //! reconciler applies. Nothing here talks to the API server, so every decision is unit-tested.
 
 use hellostateful_api::names::{self, Component};
-use hellostateful_api::{HelloStateful, validate};
+use hellostateful_api::{HelloStateful, quantity, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
@@ -39,6 +39,8 @@ pub struct Settings {
     pub backup_roots: Vec<String>,
     /// Object store endpoints a spec may name; empty: any.
     pub object_store_endpoints: Vec<String>,
+    /// What else of the nodes a spec may ask for.
+    pub allowed: crate::tenancy::Allowed,
 }
 
 /// The app's identity, checked once: namespace, name, uid and owner reference.
@@ -156,7 +158,7 @@ pub fn backup_volume(
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {
-            "name": names::backup_volume(&app.namespace, &app.name),
+            "name": names::backup_volume(root, &app.namespace, &app.name),
             "labels": labels,
             "annotations": {names::NAMESPACE_UID_ANNOTATION: namespace_uid},
         },
@@ -180,9 +182,9 @@ pub fn backup_volume(
     }))
 }
 
-/// The claim of the app's backup directory. No owner reference: backups outlive the app
+/// The claim of the app's backup directory, bound to its `volume`. No owner reference: backups outlive the app
 /// (restore on re-creation, the catalog of a deleted app) until `delete --delete-backups`.
-pub fn backup_claim(app: &AppRef) -> Result<PersistentVolumeClaim, Error> {
+pub fn backup_claim(app: &AppRef, volume: &str) -> Result<PersistentVolumeClaim, Error> {
     build(json!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -194,7 +196,7 @@ pub fn backup_claim(app: &AppRef) -> Result<PersistentVolumeClaim, Error> {
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "",
-            "volumeName": names::backup_volume(&app.namespace, &app.name),
+            "volumeName": volume,
             "resources": {"requests": {"storage": BACKUP_VOLUME_CAPACITY}},
         },
     }))
@@ -236,8 +238,8 @@ pub fn storage_drift(app: &AppRef, claim_templates: &[PersistentVolumeClaim]) ->
         .map(|q| q.0.clone())
         .unwrap_or_default();
     let same_size = match (
-        quantity_bytes(&made_size),
-        quantity_bytes(spec.storage_size()),
+        quantity::bytes(&made_size),
+        quantity::bytes(spec.storage_size()),
     ) {
         (Some(made), Some(wanted)) => made == wanted,
         _ => made_size == spec.storage_size(),
@@ -265,34 +267,6 @@ pub fn storage_drift(app: &AppRef, claim_templates: &[PersistentVolumeClaim]) ->
             drift.join(", ")
         )
     })
-}
-
-/// A Kubernetes quantity in bytes, for comparing sizes written differently (1Gi, 1024Mi,
-/// 1.5Gi, 1536Mi); None for a form not handled here (exponents, milli).
-fn quantity_bytes(quantity: &str) -> Option<u128> {
-    let quantity = quantity.trim();
-    let split = quantity
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(quantity.len());
-    let (number, suffix) = quantity.split_at(split);
-    let factor: u128 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "P" => 1_000_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        _ => return None,
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).ok()?)?;
-    let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
-    Some(digits.checked_mul(factor)? / scale)
 }
 
 /// The app's StatefulSet with `replicas` pods (0 while a restore runs); `initial_restore`
@@ -552,13 +526,25 @@ impl MoverTask {
 
     /// The mover's command line. Values go in `--flag=value` form, so that none of them,
     /// whatever a tenant wrote, can be taken for an option.
-    fn args(&self, app: &AppRef, location: &BackupLocation) -> Vec<String> {
+    /// `node_limit` is the admin's bound on an app's backups in a node directory.
+    fn args(
+        &self,
+        app: &AppRef,
+        location: &BackupLocation,
+        node_limit: Option<u64>,
+    ) -> Vec<String> {
         let mut args: Vec<String> = match self {
-            MoverTask::Backup => vec![
-                "backup".into(),
-                format!("--source={MOVER_DATA_DIR}"),
-                format!("--keep-last={}", app.app.spec.keep_last()),
-            ],
+            MoverTask::Backup => {
+                let mut args = vec![
+                    "backup".into(),
+                    format!("--source={MOVER_DATA_DIR}"),
+                    format!("--keep-last={}", app.app.spec.keep_last()),
+                ];
+                if let (BackupLocation::NodeRoot(_), Some(limit)) = (location, node_limit) {
+                    args.push(format!("--max-bytes={limit}"));
+                }
+                args
+            }
             MoverTask::BackupPart { set, .. } => vec![
                 "backup".into(),
                 format!("--source={MOVER_DATA_DIR}"),
@@ -735,7 +721,7 @@ fn mover_job_spec(
                     "name": "mover",
                     "image": settings.mover_image,
                     "imagePullPolicy": "IfNotPresent",
-                    "args": task.args(app, location),
+                    "args": task.args(app, location, settings.allowed.node_backup_limit),
                     // Left out when empty: the API server would drop `[]`, and the CronJob
                     // would then differ from its stored self.
                     "env": (!env.is_empty()).then_some(&env),
@@ -961,6 +947,7 @@ mod tests {
             mover_image: "hellostateful-reconciler:test".into(),
             backup_roots: vec!["/tmp/backup".into()],
             object_store_endpoints: Vec::new(),
+            allowed: Default::default(),
         }
     }
 
@@ -1131,9 +1118,6 @@ mod tests {
             drift.contains("storage.storageClassName \"fast\""),
             "{drift}"
         );
-        assert_eq!(quantity_bytes("2G"), Some(2_000_000_000));
-        assert_eq!(quantity_bytes("1.5Gi"), quantity_bytes("1536Mi"));
-        assert_eq!(quantity_bytes("1e3"), None);
     }
 
     #[test]
@@ -1217,10 +1201,11 @@ mod tests {
         let app = app(json!({}));
         let app = AppRef::new(&app).expect("app");
         let pv = backup_volume(&app, "/tmp/backup", "node-a", "ns-uid").expect("pv");
-        assert_eq!(
-            pv.metadata.name.as_deref(),
-            Some("hellostateful-backups.ns1.hello")
+        let name = format!(
+            "hellostateful-backups.ns1.hello.{}",
+            names::short_hash("/tmp/backup")
         );
+        assert_eq!(pv.metadata.name.as_ref(), Some(&name));
         assert_eq!(
             pv.metadata.annotations.as_ref().expect("annotations")[names::NAMESPACE_UID_ANNOTATION],
             "ns-uid"
@@ -1233,14 +1218,50 @@ mod tests {
         );
         let claim_ref = spec.claim_ref.expect("claimRef");
         assert_eq!(claim_ref.name.as_deref(), Some("backups-hello"));
-        let claim = backup_claim(&app).expect("claim");
+        let claim = backup_claim(&app, &name).expect("claim");
         assert!(
             claim.metadata.owner_references.is_none(),
             "backups outlive the app"
         );
-        assert_eq!(
-            claim.spec.expect("spec").volume_name.as_deref(),
-            Some("hellostateful-backups.ns1.hello")
+        assert_eq!(claim.spec.expect("spec").volume_name, Some(name));
+    }
+
+    #[test]
+    fn a_node_backup_limit_bounds_backups_into_node_directories_only() {
+        let app = app(json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let bounded = Settings {
+            allowed: crate::tenancy::Allowed {
+                node_backup_limit: Some(10 << 30),
+                ..Default::default()
+            },
+            ..settings()
+        };
+        let args = |location: &BackupLocation| {
+            let job = mover_job(
+                &app,
+                "backup-hello-1",
+                &MoverTask::Backup,
+                "requested",
+                location,
+                &bounded,
+            )
+            .expect("job");
+            job.spec
+                .expect("spec")
+                .template
+                .spec
+                .expect("pod")
+                .containers[0]
+                .args
+                .clone()
+                .unwrap_or_default()
+        };
+        assert!(args(&node_root()).contains(&"--max-bytes=10737418240".to_string()));
+        assert!(
+            !args(&BackupLocation::Claim("mine".into()))
+                .iter()
+                .any(|a| a.starts_with("--max-bytes"))
         );
     }
 
@@ -1589,7 +1610,7 @@ mod tests {
             if_exists: false,
             source: None,
         };
-        let args = task.args(&app, &node_root());
+        let args = task.args(&app, &node_root(), None);
         assert!(args.contains(&"--from=--target=/".to_string()), "{args:?}");
         assert!(!args.iter().any(|a| a == "--target=/"), "{args:?}");
     }

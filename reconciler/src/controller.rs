@@ -51,6 +51,7 @@ use crate::reads::{self, Decision, Read, Reads};
 use crate::record::{self, Record, Tally};
 use crate::restores;
 use crate::storage;
+use crate::tenancy;
 use crate::watch;
 
 /// How often an app that needs nothing is looked at again: a safety net should a watch
@@ -651,7 +652,7 @@ async fn purge_backups(
             return Ok(message);
         }
     }
-    if matches!(location, BackupLocation::NodeRoot(_)) {
+    if let BackupLocation::NodeRoot(root) = location {
         let backup_claim = names::backup_claim(&app.name);
         if let Some(found) = claims.get_opt(&backup_claim).await?
             && found.metadata.deletion_timestamp.is_none()
@@ -660,12 +661,29 @@ async fn purge_backups(
                 .delete(&backup_claim, &DeleteParams::default())
                 .await?;
         }
-        let volume = names::backup_volume(&app.namespace, &app.name);
+        // Only the volume of the directory just emptied: those of roots the app used before
+        // still hold their snapshots, and record whose they are.
+        let path = names::backup_host_path(root, &app.namespace, &app.name);
         let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
-        if let Some(found) = volumes.get_opt(&volume).await?
-            && found.metadata.deletion_timestamp.is_none()
+        let mut labels = names::labels(&app.name, Component::Backup);
+        labels.insert(names::NAMESPACE_LABEL.to_string(), app.namespace.clone());
+        let selector = labels
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for found in volumes
+            .list(&ListParams::default().labels(&selector))
+            .await?
         {
-            volumes.delete(&volume, &DeleteParams::default()).await?;
+            let its_path = found.spec.as_ref().and_then(|spec| spec.host_path.as_ref());
+            if its_path.is_some_and(|host| host.path == path)
+                && found.metadata.deletion_timestamp.is_none()
+            {
+                volumes
+                    .delete(&found.name_any(), &DeleteParams::default())
+                    .await?;
+            }
         }
     }
     Ok(format!("backups in {place} deleted"))
@@ -1150,6 +1168,16 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         }
     };
     pass.location = Some(location.clone());
+    if let Err(refusal) = tenancy::check(spec, &pass.ctx.settings.allowed) {
+        let message = refusal.to_string();
+        if pass
+            .conditions()
+            .set(conditions::READY, false, refusal.reason(), &message)
+        {
+            pass.note(EventType::Warning, refusal.reason(), "Validate", message);
+        }
+        return Ok(Action::await_change());
+    }
 
     // A StatefulSet of this name that another object controls: an earlier app of this name
     // still being deleted (its pods may still write its volumes), or someone else's. Its
@@ -1364,10 +1392,6 @@ async fn make_storage(pass: &mut Pass<'_>, plan: storage::Plan) -> Result<Option
                 claim_api.delete(name, &DeleteParams::default()).await?;
                 pass.ctx.metrics.writes.inc();
             }
-            storage::Write::DeleteVolume(name) => {
-                volume_api.delete(name, &DeleteParams::default()).await?;
-                pass.ctx.metrics.writes.inc();
-            }
             storage::Write::Reopen(name) => {
                 let patch = json!({"spec": {"claimRef": {"uid": null, "resourceVersion": null}}});
                 volume_api
@@ -1384,7 +1408,12 @@ async fn make_storage(pass: &mut Pass<'_>, plan: storage::Plan) -> Result<Option
     }
     match plan.verdict {
         storage::Verdict::Ready => Ok(None),
-        storage::Verdict::Wait { reason, message } => waiting(pass, reason, message).map(Some),
+        storage::Verdict::Wait { reason, message } => {
+            if matches!(reason, "BackupRootChanging" | "BackupClaimReleasing") {
+                end_finished_jobs(pass).await;
+            }
+            waiting(pass, reason, message).map(Some)
+        }
         storage::Verdict::NoNode(message) => no_node(pass, message).map(Some),
         storage::Verdict::Refused { reason, message } => {
             if pass
@@ -1519,30 +1548,46 @@ async fn restore_first(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<initial
     Ok(plan.step)
 }
 
-/// Ends the finished Jobs of a restore from another app's backups once their outcome is
-/// recorded (on the StatefulSet, or as a reported failure): their pods mount that app's
-/// backup claim, and a claim used by any pod, even a completed one, cannot be deleted, so
-/// `delete --delete-backups` of that app would hang until their TTL. Their TTL is set to
-/// zero, so that the TTL controller deletes them and their pods now (the reconciler may
-/// patch Jobs, never delete them). Best effort: the app runs whether or not this works.
-/// Only backups in a node directory are read through the source's claim: other Jobs stay
-/// for their TTL, with their logs, as any restore's.
-async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
-    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
-        return Ok(());
-    }
+/// Ends the app's finished Jobs while its backup claim is deleted (the spec moved to another
+/// root): their pods mount it, and a claim used by any pod, even a completed one, is not
+/// deleted until they are, which would otherwise take their TTL (a day). They are ended
+/// (`end_jobs`), except the Job of a request whose outcome is not yet recorded.
+async fn end_finished_jobs(pass: &mut Pass<'_>) {
+    let status = &pass.record.status;
+    let unrecorded: Vec<&str> = [&status.backup_request, &status.restore_request]
+        .into_iter()
+        .flatten()
+        .filter(|request| !request.phase.is_final())
+        .filter_map(|request| request.job.as_deref())
+        .collect();
+    let finished: Vec<String> = pass
+        .ctx
+        .cache
+        .jobs(&pass.app.namespace, &pass.app.name, &pass.app.uid)
+        .iter()
+        .filter(|job| is_finished_and_kept(job) && !unrecorded.contains(&job.name_any().as_str()))
+        .map(|job| job.name_any())
+        .collect();
+    end_jobs(pass, finished, "it holds the backup claim until its TTL").await;
+}
+
+/// Whether `job` finished and still has a TTL to wait out.
+fn is_finished_and_kept(job: &Job) -> bool {
+    job.metadata.deletion_timestamp.is_none()
+        && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
+        && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
+}
+
+/// Sets the TTL of the finished Jobs `names` to zero, so that the TTL controller deletes
+/// them and their pods now (the reconciler may patch Jobs, never delete them). Best effort:
+/// a refusal is logged, with `consequence`.
+async fn end_jobs(pass: &mut Pass<'_>, names: Vec<String>, consequence: &str) {
     let api = pass.api::<Job>();
     let now = pass
         .ctx
         .fence
         .merge_patch(json!({"spec": {"ttlSecondsAfterFinished": 0}}));
-    for job in jobs.iter().filter(|job| {
-        initial::is_attempt(job, &pass.app.uid)
-            && job.metadata.deletion_timestamp.is_none()
-            && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
-            && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
-    }) {
-        let name = job.name_any();
+    for name in names {
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&now))
             .await
@@ -1552,11 +1597,35 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<
             }
             Err(error) => warn!(
                 app = %pass.app.name,
-                "cannot end the finished restore Job {name}: {}; it holds the source app's backup claim until its TTL",
+                "cannot end the finished Job {name}: {}; {consequence}",
                 Error::Kube(error).user_message()
             ),
         }
     }
+}
+
+/// Ends the finished Jobs of a restore from another app's backups once their outcome is
+/// recorded (on the StatefulSet, or as a reported failure): their pods mount that app's
+/// backup claim, and a claim used by any pod, even a completed one, cannot be deleted, so
+/// `delete --delete-backups` of that app would hang until their TTL. Their TTL is set to
+/// zero (`end_jobs`). Best effort: the app runs whether or not this works.
+/// Only backups in a node directory are read through the source's claim: other Jobs stay
+/// for their TTL, with their logs, as any restore's.
+async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
+    if !matches!(pass.location, Some(BackupLocation::NodeRoot(_))) {
+        return Ok(());
+    }
+    let finished = jobs
+        .iter()
+        .filter(|job| initial::is_attempt(job, &pass.app.uid) && is_finished_and_kept(job))
+        .map(|job| job.name_any())
+        .collect();
+    end_jobs(
+        pass,
+        finished,
+        "it holds the source app's backup claim until its TTL",
+    )
+    .await;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Reconcile decisions against a mocked API server: each test serves canned objects,
 //! records every request the pass makes, and asserts the exact writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use hellostateful_api::{HelloStateful, HelloStatefulSpec, names};
@@ -27,6 +27,7 @@ use crate::kept::Cached;
 use crate::leader::Leadership;
 use crate::location::BackupLocation;
 use crate::metrics::Metrics;
+use crate::tenancy;
 
 /// One request the reconciler made.
 #[derive(Debug)]
@@ -48,8 +49,13 @@ struct Api {
     routes: HashMap<String, Value>,
     /// Requests answered with an API error: the Status to return (its code is the HTTP one).
     refusals: HashMap<String, Value>,
+    /// Lists answered as selected by the request's `labelSelector` (see `selected`); the
+    /// others whole, whatever was asked.
+    selecting: HashSet<String>,
     /// With leader election: the replica's leadership.
     leadership: Option<Leadership>,
+    /// What the admin allows beyond the backup target.
+    allowed: tenancy::Allowed,
 }
 
 impl Api {
@@ -57,8 +63,16 @@ impl Api {
         Self {
             routes: HashMap::new(),
             refusals: HashMap::new(),
+            selecting: HashSet::new(),
             leadership: None,
+            allowed: tenancy::Allowed::default(),
         }
+    }
+
+    /// The reconciler runs with the admin's `allowed`.
+    fn allowing(mut self, allowed: tenancy::Allowed) -> Self {
+        self.allowed = allowed;
+        self
     }
 
     /// The pass runs in a replica that does not hold the leader Lease.
@@ -82,6 +96,12 @@ impl Api {
     fn on(mut self, method: &str, path: &str, body: Value) -> Self {
         self.routes.insert(format!("{method} {path}"), body);
         self
+    }
+
+    /// Answers a list of `path` with the `items` its request's label selector selects.
+    fn on_list(mut self, path: &str, items: Vec<Value>) -> Self {
+        self.selecting.insert(format!("GET {path}"));
+        self.on("GET", path, list(items))
     }
 
     /// Answers 404 from now on, as for an object that does not exist.
@@ -128,6 +148,7 @@ impl Api {
                         let status = refusal.unwrap_or_default();
                         (status["code"].as_u64().unwrap_or(500) as u16, status)
                     }
+                    Some(reply) if self.selecting.contains(&key) => (200, selected(reply, &query)),
                     Some(reply) => (200, reply),
                     // Writes echo their body, as the API server returns the object written.
                     // A JSON patch (the finalizer's) answers with the object patched.
@@ -170,7 +191,11 @@ impl Api {
         });
         let client = Client::new(service, "default");
         let metrics = Arc::new(Metrics::register(&mut Registry::default()));
-        let ctx = Context::new(client, metrics, settings(), cache);
+        let settings = Settings {
+            allowed: self.allowed.clone(),
+            ..settings()
+        };
+        let ctx = Context::new(client, metrics, settings, cache);
         let ctx = Arc::new(match leadership {
             Some(leadership) => ctx.with_leadership(leadership, LEADER),
             None => ctx,
@@ -258,6 +283,7 @@ fn settings() -> Settings {
         mover_image: "mover:test".into(),
         backup_roots: vec!["/tmp/backup".into(), "/srv/backups".into()],
         object_store_endpoints: Vec::new(),
+        allowed: Default::default(),
     }
 }
 
@@ -294,7 +320,33 @@ fn node_a() -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}, "spec": {},
            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
 }
-const BACKUP_PV: &str = "/api/v1/persistentvolumes/hellostateful-backups.ns1.hello";
+/// `reply`, a list answered to a request with a `labelSelector` of `key=value` terms,
+/// holds only the items the API server would return for it.
+fn selected(mut reply: Value, query: &str) -> Value {
+    let Some(selector) = form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "labelSelector")
+        .map(|(_, value)| value.into_owned())
+    else {
+        return reply;
+    };
+    if let Some(items) = reply.get_mut("items").and_then(Value::as_array_mut) {
+        items.retain(|item| {
+            selector.split(',').all(|term| match term.split_once('=') {
+                Some((key, value)) => item["metadata"]["labels"][key] == json!(value),
+                None => true,
+            })
+        });
+    }
+    reply
+}
+
+/// The backup volume of app ns1/hello under the fixtures' root /tmp/backup.
+fn backup_pv() -> String {
+    format!(
+        "/api/v1/persistentvolumes/{}",
+        names::backup_volume("/tmp/backup", "ns1", "hello")
+    )
+}
 const BACKUP_PVC: &str = "/api/v1/namespaces/ns1/persistentvolumeclaims/backups-hello";
 /// The identity of the replica that holds the Lease in `Api::leading` passes.
 const LEADER: &str = "hellostateful-reconciler-5b7c9-x2x4q";
@@ -336,7 +388,7 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
         .on(
             "GET",
-            BACKUP_PV,
+            &backup_pv(),
             value(
                 &children::backup_volume(&app_ref, "/tmp/backup", "node-a", NAMESPACE_UID)
                     .expect("backup pv"),
@@ -345,7 +397,13 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         .on(
             "GET",
             BACKUP_PVC,
-            value(&children::backup_claim(&app_ref).expect("backup claim")),
+            value(
+                &children::backup_claim(
+                    &app_ref,
+                    &names::backup_volume("/tmp/backup", "ns1", "hello"),
+                )
+                .expect("backup claim"),
+            ),
         )
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
@@ -572,7 +630,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
         [
             format!("PATCH {PVS}/hellostateful.ns1.hello.0"),
             format!("PATCH {PVC}"),
-            format!("PATCH {BACKUP_PV}"),
+            format!("PATCH {}", backup_pv()),
             format!("PATCH {BACKUP_PVC}"),
             format!("PATCH {SERVICE}"),
             format!("POST {JOBS}"),
@@ -582,7 +640,7 @@ async fn a_new_app_restores_before_its_statefulset_exists() {
     );
     let backup_pv = seen
         .iter()
-        .find(|s| s.method == "PATCH" && s.path == BACKUP_PV)
+        .find(|s| s.method == "PATCH" && s.path == backup_pv())
         .expect("backup pv");
     assert_eq!(
         backup_pv.body["spec"]["hostPath"]["path"],
@@ -1008,6 +1066,81 @@ async fn a_node_path_the_admin_did_not_allow_is_refused_and_nothing_is_made() {
 }
 
 #[tokio::test]
+async fn what_the_admin_does_not_allow_of_the_nodes_is_refused_and_nothing_is_made() {
+    let refusing = tenancy::Allowed {
+        static_data_volumes: false,
+        tolerable_taints: Some(vec!["dedicated".into()]),
+        node_backup_limit: None,
+    };
+    for (spec, reason, said) in [
+        (
+            seed(),
+            "StaticDataVolumesRefused",
+            "spec.storage.storageClassName",
+        ),
+        (
+            json!({"replicas": 1, "storage": {"storageClassName": "fast"},
+                "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}),
+            "TolerationRefused",
+            "node-role.kubernetes.io/control-plane",
+        ),
+    ] {
+        let app = app(spec, json!({}), json!({}));
+        let (result, seen) = Api::new().allowing(refusing.clone()).reconcile(app).await;
+        assert_eq!(result, Ok(Action::await_change()));
+        assert_eq!(
+            writes(&seen),
+            [format!("PATCH {STATUS}")],
+            "{reason}: no volume, claim or Job"
+        );
+        let ready = condition(&status_written(&seen), "Ready").clone();
+        assert_eq!(ready["reason"], reason);
+        let message = ready["message"].as_str().unwrap_or_default();
+        assert!(message.contains(said), "{message}");
+        event(&seen, reason);
+    }
+}
+
+#[tokio::test]
+async fn a_move_to_another_root_ends_the_finished_jobs_holding_the_claim_and_keeps_the_old_volume()
+{
+    let spec = json!({"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *",
+        "backup": {"target": {"hostPath": "/srv/backups"}}});
+    let app = app(spec, json!({}), json!({}));
+    let finished = of_app(json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "backup-hello-1", "labels": {"app.kubernetes.io/instance": "hello"}},
+        "spec": {"ttlSecondsAfterFinished": 86400, "template": {}},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}));
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![finished]))
+        .reconcile(app)
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+    let writes = writes(&seen);
+    let new_volume = format!(
+        "/api/v1/persistentvolumes/{}",
+        names::backup_volume("/srv/backups", "ns1", "hello")
+    );
+    assert!(
+        writes.contains(&format!("PATCH {new_volume}"))
+            && writes.contains(&format!("DELETE {BACKUP_PVC}"))
+            && writes.contains(&format!("PATCH {JOBS}/backup-hello-1")),
+        "{writes:?}"
+    );
+    assert!(
+        !writes.iter().any(|write| write.contains(&backup_pv())),
+        "the old root's volume stays: {writes:?}"
+    );
+    let ended = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == format!("{JOBS}/backup-hello-1"))
+        .expect("the finished Job is ended");
+    assert_eq!(ended.body["spec"]["ttlSecondsAfterFinished"], 0);
+    let ready = condition(&status_written(&seen), "Ready").clone();
+    assert_eq!(ready["reason"], "BackupRootChanging");
+}
+
+#[tokio::test]
 async fn backups_left_by_an_earlier_namespace_of_the_same_name_are_not_handed_over() {
     let app = app(seed(), json!({}), json!({}));
     // The same children, but the namespace was deleted and made again: a new uid.
@@ -1136,6 +1269,10 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
         k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
     ));
     let app_ref = AppRef::new(&app).expect("app");
+    // Its volume under the spec's root, and one under a root it used before.
+    let pv = |root: &str| {
+        value(&children::backup_volume(&app_ref, root, "node-a", NAMESPACE_UID).expect("pv"))
+    };
     let purge = names::purge_job("hello", "uid-1");
     let finished = of_app(
         json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": purge},
@@ -1146,15 +1283,21 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
         .on("GET", NODES, list(vec![node_a()]))
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
-        .on("GET", PVS, list(vec![]))
+        .on_list(PVS, vec![pv("/tmp/backup"), pv("/srv/earlier")])
         .on(
             "GET",
             BACKUP_PVC,
-            value(&children::backup_claim(&app_ref).expect("claim")),
+            value(
+                &children::backup_claim(
+                    &app_ref,
+                    &names::backup_volume("/tmp/backup", "ns1", "hello"),
+                )
+                .expect("claim"),
+            ),
         )
         .on(
             "GET",
-            BACKUP_PV,
+            &backup_pv(),
             value(
                 &children::backup_volume(&app_ref, "/tmp/backup", "node-a", NAMESPACE_UID)
                     .expect("pv"),
@@ -1166,8 +1309,13 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
     let writes = writes(&seen);
     assert!(
         writes.contains(&format!("DELETE {BACKUP_PVC}"))
-            && writes.contains(&format!("DELETE {BACKUP_PV}")),
+            && writes.contains(&format!("DELETE {}", backup_pv())),
         "{writes:?}"
+    );
+    let earlier = names::backup_volume("/srv/earlier", "ns1", "hello");
+    assert!(
+        !writes.iter().any(|write| write.contains(&earlier)),
+        "the volume of an earlier root keeps recording whose its snapshots are: {writes:?}"
     );
 }
 
@@ -1650,12 +1798,14 @@ fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
         let old = AppRef::new(&old).expect("old app");
         let volume = children::backup_volume(&old, "/tmp/backup", "node-b", NAMESPACE_UID)
             .expect("old backup pv");
-        let mut claim = value(&children::backup_claim(&old).expect("old backup claim"));
+        let volume_name = names::backup_volume("/tmp/backup", "ns1", "old");
+        let mut claim =
+            value(&children::backup_claim(&old, &volume_name).expect("old backup claim"));
         claim["status"] = json!({"phase": "Bound"});
         api = api
             .on(
                 "GET",
-                "/api/v1/persistentvolumes/hellostateful-backups.ns1.old",
+                &format!("/api/v1/persistentvolumes/{volume_name}"),
                 value(&volume),
             )
             .on(

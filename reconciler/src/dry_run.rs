@@ -133,7 +133,7 @@ impl Children<'_> {
             );
             send!(
                 Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns),
-                children::backup_claim(app)
+                children::backup_claim(app, &names::backup_volume(root, &ns, &app.name))
             );
         }
         if let Some(schedule) = &spec.backup_schedule {

@@ -39,6 +39,7 @@ pub fn settings() -> Settings {
         mover_image: "hellostateful-reconciler:test".into(),
         backup_roots: vec!["/tmp/backup".into()],
         object_store_endpoints: Vec::new(),
+        allowed: Default::default(),
     }
 }
 

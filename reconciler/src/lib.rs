@@ -29,6 +29,7 @@ pub mod server;
 #[cfg(test)]
 mod simulation;
 pub mod storage;
+pub mod tenancy;
 pub mod watch;
 
 pub use error::Error;

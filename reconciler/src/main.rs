@@ -14,6 +14,7 @@ use hellostateful_reconciler::controller::{self, Context};
 use hellostateful_reconciler::leader::{self, LeaderElection, Leadership, Timing};
 use hellostateful_reconciler::metrics::Metrics;
 use hellostateful_reconciler::server::{self, Health};
+use hellostateful_reconciler::tenancy::{self, Allowed};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
@@ -91,6 +92,39 @@ struct RunArgs {
     /// text, trailing '/' aside. The keys always come from a Secret of the app's own namespace.
     #[arg(long, env = "HELLOSTATEFUL_OBJECT_STORE_ENDPOINTS", default_value = "")]
     object_store_endpoints: String,
+    /// Whether an app without a StorageClass gets static volumes in a node directory
+    /// (allow), which take node disk with no size bound, or is refused (refuse: only apps
+    /// naming a StorageClass run; the settings' staticDataVolumes).
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_STATIC_DATA_VOLUMES",
+        default_value = "allow",
+        value_parser = hellostateful_reconciler::tenancy::parse_static_data_volumes,
+        action = clap::ArgAction::Set,
+        value_name = "allow|refuse"
+    )]
+    static_data_volumes: bool,
+    /// The taint keys an app's spec.tolerations may name, separated by commas (empty:
+    /// none); * (the default): any, also a toleration of every taint, which reaches
+    /// control-plane nodes (the settings' tolerableTaints).
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_TOLERABLE_TAINTS",
+        default_value = "*",
+        value_name = "KEYS"
+    )]
+    tolerable_taints: String,
+    /// How much an app's backups in a node directory may take (10Gi, 500M), counting the
+    /// whole of its oldest snapshot and what each later one copied: a backup that would
+    /// pass it fails, leaving the earlier ones (the settings' nodeBackupLimit). Empty (the
+    /// default): no bound.
+    #[arg(
+        long,
+        env = "HELLOSTATEFUL_NODE_BACKUP_LIMIT",
+        default_value = "",
+        value_name = "SIZE"
+    )]
+    node_backup_limit: String,
     /// How long a backup or restore Job's pod may fail to start (no node for it, an image
     /// that cannot be pulled, a refused pod) before its request fails with the pod's reason
     /// and the app runs again. Give more where new nodes take a while to come (cluster
@@ -193,6 +227,7 @@ async fn check_children(args: CheckArgs) -> anyhow::Result<bool> {
         object_store_endpoints: hellostateful_reconciler::location::parse_endpoints(
             &args.object_store_endpoints,
         ),
+        allowed: Allowed::default(),
     };
     let client = kube::Client::try_default()
         .await
@@ -225,6 +260,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("reading --backup-roots (HELLOSTATEFUL_BACKUP_ROOTS)")?;
     let object_store_endpoints =
         hellostateful_reconciler::location::parse_endpoints(&args.object_store_endpoints);
+    let node_backup_limit = hellostateful_api::quantity::node_backup_limit(&args.node_backup_limit)
+        .map_err(anyhow::Error::msg)
+        .context("reading --node-backup-limit (HELLOSTATEFUL_NODE_BACKUP_LIMIT)")?;
     let mut config = kube::Config::infer()
         .await
         .context("reading the Kubernetes config (in-cluster, or the current kubeconfig)")?;
@@ -283,6 +321,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         mover_image = %args.mover_image,
         backup_roots = %backup_roots.join(","),
         object_store_endpoints = %endpoints_allowed,
+        static_data_volumes = args.static_data_volumes,
+        tolerable_taints = %args.tolerable_taints,
+        node_backup_limit = %args.node_backup_limit,
         "reconciling HelloStateful apps"
     );
     let (cache, writers) = Cache::new();
@@ -293,6 +334,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             mover_image: args.mover_image,
             backup_roots,
             object_store_endpoints,
+            allowed: Allowed {
+                static_data_volumes: args.static_data_volumes,
+                tolerable_taints: tenancy::parse_tolerable_taints(&args.tolerable_taints),
+                node_backup_limit,
+            },
         },
         cache,
     )

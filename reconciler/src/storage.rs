@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use hellostateful_api::names;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
 use crate::Error;
@@ -36,6 +37,7 @@ pub struct Observed {
 }
 
 pub struct BackupObserved {
+    /// The volume of the directory under the spec's root, whatever its name.
     pub volume: Option<Arc<Kept<VolumeView>>>,
     pub claim: Option<Arc<Kept<ClaimView>>>,
     /// Recorded on the backup volume, so that a later namespace of the same name never
@@ -53,13 +55,22 @@ impl Observed {
         status_node: Option<String>,
         namespace_uid: Option<String>,
     ) -> Self {
-        let backup = namespace_uid
-            .filter(|_| matches!(location, BackupLocation::NodeRoot(_)))
-            .map(|namespace_uid| BackupObserved {
-                volume: cache.volume(&names::backup_volume(&app.namespace, &app.name)),
-                claim: cache.claim(&app.namespace, &names::backup_claim(&app.name)),
-                namespace_uid,
-            });
+        let backup = match (location, namespace_uid) {
+            (BackupLocation::NodeRoot(root), Some(namespace_uid)) => {
+                let path = names::backup_host_path(root, &app.namespace, &app.name);
+                Some(BackupObserved {
+                    volume: cache.backup_volume_at(
+                        &app.namespace,
+                        &app.name,
+                        &path,
+                        &namespace_uid,
+                    ),
+                    claim: cache.claim(&app.namespace, &names::backup_claim(&app.name)),
+                    namespace_uid,
+                })
+            }
+            _ => None,
+        };
         Self {
             claims: app
                 .ordinals()
@@ -102,7 +113,6 @@ pub enum Write {
     /// Apply a claim in the app's namespace.
     Claim(Box<PersistentVolumeClaim>),
     DeleteClaim(String),
-    DeleteVolume(String),
     /// Clear a Released volume's claim reference, so that a new claim of the same name binds.
     Reopen(String),
 }
@@ -296,7 +306,10 @@ fn data_node(
 }
 
 /// The app's backup directory under a node root: a static volume pre-bound to a claim in
-/// the app's namespace.
+/// the app's namespace. When the spec moves to another root, the claim is made anew for that
+/// root's volume; the old root's volume stays, Released, as long as the snapshots left in
+/// its directory: it records whose they are, so that no later namespace of the same name
+/// is ever given that directory (`BackupsOfAnotherNamespace`).
 fn backup_storage(
     app: &AppRef,
     root: &str,
@@ -304,66 +317,73 @@ fn backup_storage(
     backup: &BackupObserved,
     mut plan: Plan,
 ) -> Result<Plan, Error> {
-    let volume_name = names::backup_volume(&app.namespace, &app.name);
     let claim_name = names::backup_claim(&app.name);
     let path = names::backup_host_path(root, &app.namespace, &app.name);
-    match &backup.volume {
-        None => plan
-            .writes
-            .push(Write::Volume(Box::new(children::backup_volume(
-                app,
-                root,
-                node,
-                &backup.namespace_uid,
-            )?))),
+    let (volume_name, released) = match &backup.volume {
+        None => {
+            let volume = children::backup_volume(app, root, node, &backup.namespace_uid)?;
+            let name = volume.name_any();
+            plan.writes.push(Write::Volume(Box::new(volume)));
+            (name, false)
+        }
         Some(volume) if volume.deleting => {
             return Ok(plan.waiting(
                 "BackupVolumeReleasing",
-                format!("waiting for the old PersistentVolume {volume_name} to be deleted"),
+                format!(
+                    "waiting for the old PersistentVolume {} of {path} to be deleted",
+                    volume.name()
+                ),
             ));
         }
         Some(volume) if volume.view.namespace_uid.as_ref() != Some(&backup.namespace_uid) => {
             return Ok(plan.ending(Verdict::Refused {
                 reason: "BackupsOfAnotherNamespace",
                 message: format!(
-                    "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {volume_name}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
-                    app.namespace
+                    "the backup directory {path} belongs to an earlier namespace named {} (PersistentVolume {}); a cluster admin must remove that volume and move or delete the directory before this app may back up there",
+                    app.namespace,
+                    volume.name()
                 ),
             }));
         }
-        Some(volume) if volume.view.host_path.as_ref() != Some(&path) => {
-            // The spec moved to another allowed root: the volume's path is immutable, so it
-            // is made anew once its claim is gone. The old snapshots stay on the node.
-            match &backup.claim {
-                Some(claim) if !claim.deleting => plan.writes.push(Write::DeleteClaim(claim_name)),
-                Some(_) => {}
-                None => plan.writes.push(Write::DeleteVolume(volume_name)),
-            }
-            let current = volume.view.host_path.as_deref().unwrap_or("?");
-            return Ok(plan.waiting(
-                "BackupRootChanging",
-                format!("moving backups to {path}: earlier snapshots stay in {current}"),
-            ));
-        }
-        Some(volume) => {
-            if volume.view.released {
-                // Its claim was deleted (by hand, or with its namespace, which is the same
-                // namespace: the uid matched): let a new claim of the same name bind.
-                plan.writes.push(Write::Reopen(volume_name));
-            }
-        }
-    }
+        Some(volume) => (volume.name().to_owned(), volume.view.released),
+    };
     match &backup.claim {
-        None => plan
-            .writes
-            .push(Write::Claim(Box::new(children::backup_claim(app)?))),
         Some(claim) if claim.deleting => {
             return Ok(plan.waiting(
                 "BackupClaimReleasing",
                 format!("waiting for the old PersistentVolumeClaim {claim_name} to be deleted"),
             ));
         }
-        Some(_) => {}
+        Some(claim) if claim.view.volume_name.as_deref() != Some(volume_name.as_str()) => {
+            // The spec moved to another allowed root: the claim names the old root's volume
+            // (immutably), so it is made anew. That volume and its snapshots stay.
+            plan.writes.push(Write::DeleteClaim(claim_name));
+            let old = claim.view.volume_name.as_deref().unwrap_or("?");
+            return Ok(plan.waiting(
+                "BackupRootChanging",
+                format!(
+                    "moving backups to {path}: earlier snapshots stay where they were, kept for this namespace by PersistentVolume {old}"
+                ),
+            ));
+        }
+        Some(_) => {
+            if released {
+                plan.writes.push(Write::Reopen(volume_name));
+            }
+        }
+        None => {
+            if released {
+                // Its claim was deleted (by hand, with its namespace, which is the same
+                // namespace: the uid matched, or by a move to another root and back): let
+                // a new claim of the same name bind.
+                plan.writes.push(Write::Reopen(volume_name.clone()));
+            }
+            plan.writes
+                .push(Write::Claim(Box::new(children::backup_claim(
+                    app,
+                    &volume_name,
+                )?)));
+        }
     }
     Ok(plan)
 }
@@ -479,7 +499,6 @@ mod tests {
                     format!("claim {}", claim.metadata.name.as_deref().unwrap_or("?"))
                 }
                 Write::DeleteClaim(name) => format!("delete claim {name}"),
-                Write::DeleteVolume(name) => format!("delete volume {name}"),
                 Write::Reopen(name) => format!("reopen volume {name}"),
             })
             .collect()
@@ -659,7 +678,7 @@ mod tests {
             written(&plan),
             [
                 format!("claim {}", names::claim("hello", 0)),
-                format!("volume {}", names::backup_volume("ns1", "hello")),
+                format!("volume {}", names::backup_volume(ROOT, "ns1", "hello")),
                 format!("claim {}", names::backup_claim("hello")),
             ]
         );
@@ -713,43 +732,68 @@ mod tests {
     }
 
     #[test]
-    fn a_moved_root_deletes_the_claim_then_the_volume_and_a_released_volume_is_reopened() {
+    fn a_moved_root_makes_the_claim_anew_and_keeps_the_old_roots_volume_as_its_record() {
         let app = fixtures::app(json!({"replicas": 1}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
-        let claim = Arc::new(children::backup_claim(&app_ref).expect("claim").keep());
+        // The claim names the volume of the root the app used before; none is at ROOT yet.
+        let earlier = names::backup_volume("/srv/elsewhere", "ns1", "hello");
+        let claim = Arc::new(
+            children::backup_claim(&app_ref, &earlier)
+                .expect("claim")
+                .keep(),
+        );
         observed.backup = Some(BackupObserved {
-            volume: Some(Arc::new(
-                backup_volume(&app_ref, "/srv/elsewhere", "ns-uid").keep(),
-            )),
+            volume: None,
             claim: Some(claim),
             namespace_uid: "ns-uid".into(),
         });
         let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let here = names::backup_volume(ROOT, "ns1", "hello");
         assert_eq!(
             written(&plan)[2..],
-            [format!("delete claim {}", names::backup_claim("hello"))]
+            [
+                format!("volume {here}"),
+                format!("delete claim {}", names::backup_claim("hello")),
+            ]
         );
-        assert!(matches!(
-            plan.verdict,
-            Verdict::Wait {
-                reason: "BackupRootChanging",
-                ..
-            }
-        ));
+        let Verdict::Wait {
+            reason: "BackupRootChanging",
+            message,
+        } = &plan.verdict
+        else {
+            panic!("waits for the claim: {:?}", plan.verdict);
+        };
+        assert!(message.contains(&earlier), "{message}");
+        assert!(
+            !written(&plan).iter().any(|write| write.contains(&earlier)),
+            "the earlier root's volume is kept: {:?}",
+            written(&plan)
+        );
 
+        // The claim gone: made again for the volume at ROOT.
         if let Some(backup) = observed.backup.as_mut() {
             backup.claim = None;
+            backup.volume = Some(Arc::new(backup_volume(&app_ref, ROOT, "ns-uid").keep()));
         }
         let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
         assert_eq!(
             written(&plan)[2..],
-            [format!(
-                "delete volume {}",
-                names::backup_volume("ns1", "hello")
-            )]
+            [format!("claim {}", names::backup_claim("hello"))]
         );
+        let Write::Claim(made) = &plan.writes[2] else {
+            panic!("a claim");
+        };
+        assert_eq!(
+            made.spec
+                .as_ref()
+                .and_then(|spec| spec.volume_name.as_ref()),
+            Some(&here)
+        );
+        assert_eq!(plan.verdict, Verdict::Ready);
 
+        // Back to a root whose volume was released when the app left it: reopened for the
+        // new claim.
         let mut released = backup_volume(&app_ref, ROOT, "ns-uid");
         released.status =
             Some(serde_json::from_value(json!({"phase": "Released"})).expect("status"));
@@ -760,7 +804,7 @@ mod tests {
         assert_eq!(
             written(&plan)[2..],
             [
-                format!("reopen volume {}", names::backup_volume("ns1", "hello")),
+                format!("reopen volume {here}"),
                 format!("claim {}", names::backup_claim("hello")),
             ]
         );

@@ -200,6 +200,7 @@ pub(super) mod tests {
             source: source.to_owned(),
             keep_last: None,
             lock_wait: Duration::ZERO,
+            max_bytes: None,
         }
     }
 

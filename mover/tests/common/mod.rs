@@ -158,6 +158,7 @@ pub fn backup_opts(source: &Path) -> BackupOptions {
         source: source.to_owned(),
         keep_last: None,
         lock_wait: std::time::Duration::from_secs(30),
+        max_bytes: None,
     }
 }
 
