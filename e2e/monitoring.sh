@@ -3,7 +3,8 @@
 # fires when it should and resolves), the component renders with the manifests, and a real
 # Prometheus (Debian's) scrapes the reconciler in the test cluster with the alerts loaded,
 # sees an app's per-app series, every metric the alerts and the Grafana dashboard name is
-# one the reconciler exports, every dashboard query runs, and no alert fires while all is well.
+# one the reconciler exports, every dashboard query runs, no alert fires while all is well,
+# and a failed restore fires its alert.
 set -uo pipefail
 E2E_SUITE=monitoring
 # shellcheck source=lib.sh
@@ -121,6 +122,17 @@ EOF
   prometheus_api alerts | jq -e --arg ns "$ns" '[.data.alerts[] | select(
     (.labels.alertname | test("Reconciler")) or .labels.namespace == $ns)] | length == 0' >/dev/null ||
     { prometheus_api alerts; return 1; }
+  # A restore of a backup that does not exist fails: the real rule, on the real metric,
+  # fires. (Other suites may fail restores beside this one and fire it first; it must be
+  # firing once this one failed, whoever fired it.)
+  [[ $(request "$ns" watched restore hello-stateful.example.com/restore-from=20000101T000000Z) == Failed ]] ||
+    { on_fail "$ns"; return 1; }
+  wait_for "HelloStatefulRestoreFailed firing" 60 restore_alert_firing ||
+    { prometheus_api alerts; prometheus_api 'query?query=hellostateful_restores_total'; return 1; }
+}
+restore_alert_firing() {
+  prometheus_api alerts | jq -e '[.data.alerts[] | select(.labels.alertname == "HelloStatefulRestoreFailed"
+    and .state == "firing")] | length == 1' >/dev/null
 }
 
 run_test the_alerts_pass_promtools_checks_and_unit_tests test_the_alerts_pass_promtools_checks_and_unit_tests

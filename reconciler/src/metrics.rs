@@ -74,6 +74,14 @@ impl Metrics {
                     .inc_by(0);
             }
         }
+        // A failure kind at zero from the start, so that the family is exported (with no
+        // series, it would not be) and a panic is the first increase an alert sees.
+        metrics
+            .failures
+            .get_or_create(&ErrorLabel {
+                error: "panicked".to_string(),
+            })
+            .inc_by(0);
         let registry = registry.sub_registry_with_prefix("hellostateful");
         registry.register("reconciles", "Reconcile passes", metrics.reconciles.clone());
         registry.register(
@@ -157,5 +165,29 @@ impl Metrics {
                 result: result.to_string(),
             })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_the_alerts_and_dashboard_read_is_exported_from_the_start() {
+        let mut registry = Registry::default();
+        let _metrics = Metrics::register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        for family in [
+            "hellostateful_reconcile_failures",
+            "hellostateful_backups",
+            "hellostateful_restores",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {family} counter")),
+                "{family} missing from:\n{text}"
+            );
+        }
+        assert!(text.contains("hellostateful_reconcile_failures_total{error=\"panicked\"} 0"));
     }
 }
