@@ -457,12 +457,12 @@ impl Uploader<'_> {
                         ),
                     });
                 }
-                CopyCheck::Changed if attempt < COPY_ATTEMPTS || !small => {
-                    if attempt >= COPY_ATTEMPTS {
-                        return Err(changed_throughout(&path, before.size));
-                    }
+                CopyCheck::Changed if attempt < COPY_ATTEMPTS => {
                     attempt += 1;
                     continue;
+                }
+                CopyCheck::Changed if !small => {
+                    return self.send_as_read(&mut src, rel, &path, &before, xattrs, buf);
                 }
                 CopyCheck::Changed => {
                     crate::warn(format!(
@@ -490,7 +490,7 @@ impl Uploader<'_> {
                 attempt += 1;
                 continue;
             } else {
-                return Err(changed_throughout(&path, before.size));
+                return self.send_as_read(&mut src, rel, &path, &before, xattrs, buf);
             };
             if pack.is_none() {
                 self.known().contents.insert(blake3.clone(), None);
@@ -505,6 +505,53 @@ impl Uploader<'_> {
         }
     }
 
+    /// Sends a large file that changed while it was read each time, as it is read once more:
+    /// to a key of its own below `data/`, hashing what is sent, then copied (by the store) to
+    /// the key of that hash. The snapshot then holds exactly what was sent, flagged
+    /// inconsistent, rather than failing for a file that never holds still (a log, a
+    /// database's file). The first key is deleted after; left by a crash, it is named by no
+    /// snapshot and collected.
+    fn send_as_read(
+        &self,
+        src: &mut std::fs::File,
+        rel: &Path,
+        path: &Path,
+        before: &Inode,
+        xattrs: Xattrs,
+        buf: &mut Vec<u8>,
+    ) -> Result<Outcome> {
+        crate::warn(format!(
+            "{} changed while being read {COPY_ATTEMPTS} times; sending it as it is read once more, flagged inconsistent",
+            path.display()
+        ));
+        let store = self.store;
+        let incoming = Key::from(format!(
+            "data/incoming/{}-{}",
+            Utc::now().format("%Y%m%dT%H%M%S%.9fZ"),
+            std::process::id()
+        ));
+        let (writer, hash, len) = self.stream(src, path, &incoming, buf)?;
+        store
+            .block_on(writer.finish())
+            .map_err(store.failed("upload", &incoming))?;
+        let blake3 = hash.to_hex().to_string();
+        let sent = self.stored_at(&blake3).is_none();
+        if sent {
+            let key = Store::data_key(&blake3);
+            store
+                .block_on(store.objects.copy(&incoming, &key))
+                .map_err(store.failed("copy to its content's key", &incoming))?;
+            self.known().contents.insert(blake3.clone(), None);
+        }
+        store.delete_key(&incoming)?;
+        let mut entry = Entry::new(rel, Kind::File, len, meta_of(before, path)?);
+        entry.xattrs = xattrs;
+        entry.blake3 = Some(blake3);
+        entry.source = Some(fsops::stamp_of(before, path)?);
+        entry.inconsistent = true;
+        Ok(Outcome::Read { entry, sent })
+    }
+
     /// Sends a large file as a multipart upload, read again from the start; completes it
     /// only if what was sent hashes to `blake3` (else aborts it and returns false: the file
     /// changed since it was hashed).
@@ -515,17 +562,40 @@ impl Uploader<'_> {
         blake3: &str,
         buf: &mut Vec<u8>,
     ) -> Result<bool> {
-        use std::io::Seek;
         let key = Store::data_key(blake3);
+        let store = self.store;
+        let (writer, sent, _) = self.stream(src, path, &key, buf)?;
+        if sent.to_hex().as_str() != blake3 {
+            let _ = store.block_on(writer.abort());
+            return Ok(false);
+        }
+        store
+            .block_on(writer.finish())
+            .map_err(store.failed("upload", &key))?;
+        Ok(true)
+    }
+
+    /// Sends `src`, read again from its start, as a multipart upload to `key`; returns the
+    /// upload still open (the caller completes or aborts it), and the BLAKE3 and length of
+    /// what was sent.
+    fn stream(
+        &self,
+        src: &mut std::fs::File,
+        path: &Path,
+        key: &Key,
+        buf: &mut Vec<u8>,
+    ) -> Result<(WriteMultipart, blake3::Hash, u64)> {
+        use std::io::Seek;
         src.seek(io::SeekFrom::Start(0))
             .map_err(crate::error::io_err("seek", path))?;
         let store = self.store;
         let upload = store
-            .block_on(store.objects.put_multipart(&key))
-            .map_err(store.failed("start uploading", &key))?;
+            .block_on(store.objects.put_multipart(key))
+            .map_err(store.failed("start uploading", key))?;
         let _runtime = store.runtime.enter();
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
         let mut hasher = blake3::Hasher::new();
+        let mut len = 0u64;
         buf.resize(1024 * 1024, 0);
         loop {
             let n = match src.read(buf) {
@@ -538,20 +608,14 @@ impl Uploader<'_> {
                 }
             };
             hasher.update(&buf[..n]);
+            len += n as u64;
             // At most a few parts in flight: bounded memory, bounded parallelism.
             store
                 .block_on(writer.wait_for_capacity(2))
-                .map_err(store.failed("upload", &key))?;
+                .map_err(store.failed("upload", key))?;
             writer.write(&buf[..n]);
         }
-        if hasher.finalize().to_hex().as_str() != blake3 {
-            let _ = store.block_on(writer.abort());
-            return Ok(false);
-        }
-        store
-            .block_on(writer.finish())
-            .map_err(store.failed("upload", &key))?;
-        Ok(true)
+        Ok((writer, hasher.finalize(), len))
     }
 }
 
@@ -576,13 +640,55 @@ fn hash_file(
     }
 }
 
-fn changed_throughout(path: &Path, size: u64) -> MoverError {
-    MoverError::Io {
-        action: "back up",
-        path: path.to_owned(),
-        source: io::Error::other(format!(
-            "it ({size} bytes) changed while being sent each of {COPY_ATTEMPTS} times: a file larger than {} MiB must hold still while it is backed up to an object store",
-            PART_SIZE / (1024 * 1024)
-        )),
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::names::Selector;
+    use crate::objstore::collect::tests::options;
+
+    /// A file larger than a part that a writer changes all the time, as a database does its
+    /// files: the backup does not fail, it holds the file as sent (whose contents verify),
+    /// flagged inconsistent, and leaves no upload behind.
+    #[test]
+    fn a_large_file_that_never_holds_still_is_sent_as_read_and_flagged() {
+        let store = Store::in_memory("ns", "app");
+        let volume = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(volume.path().join("0")).expect("mkdir");
+        let path = volume.path().join("0/busy");
+        let len = PART_SIZE as u64 + 4096;
+        std::fs::write(&path, vec![0u8; len as usize]).expect("write");
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let stop = Arc::clone(&stop);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    file.write_at(&n.to_le_bytes(), (n * 4096) % (len - 8))
+                        .expect("write");
+                    n += 1;
+                }
+            })
+        };
+        let report = backup(&store, &options(volume.path()));
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("writer");
+        let report = report.expect("a backup, not a failure");
+        // The writer never lets a read through unchanged, short of a stalled thread.
+        assert!(report.inconsistent <= 1, "{report:?}");
+        if report.inconsistent == 1 {
+            assert_eq!(report.inconsistent_files, ["0/busy"]);
+        }
+        let verified = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+        let incoming = store.list_keys("data/incoming").expect("list");
+        assert!(incoming.is_empty(), "{incoming:?}");
     }
 }
