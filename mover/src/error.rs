@@ -223,6 +223,23 @@ pub enum MoverError {
         error: Box<object_store::Error>,
     },
 
+    /// A snapshot (or part) about to be stored names contents the store no longer holds:
+    /// they were deleted while the backup ran (by hand, or by a collection that missed its
+    /// lock in a listing that lagged). Storing it would make a backup that cannot be
+    /// restored; running again sends them anew.
+    #[error(
+        "not storing {} : {count} of the contents it names are gone from the store (the first:          {}); they were deleted while the backup ran, and the next backup sends them again",
+        manifest.display(), first.display()
+    )]
+    ContentsGone {
+        /// The manifest that was not stored.
+        manifest: PathBuf,
+        /// How many of the objects it names are missing.
+        count: usize,
+        /// The first of them.
+        first: PathBuf,
+    },
+
     /// Something left in a volume by an interrupted restore that we cannot interpret.
     #[error("{}: {reason}", path.display())]
     Leftover {

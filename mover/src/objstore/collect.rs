@@ -4,34 +4,71 @@
 //! deleted while one runs. Backups and collections announce themselves with lock objects
 //! (`locks/backup-…`, `locks/collect-…`), each put first and the others listed after: S3
 //! reads its own writes, so of two that start together at least one sees the other. A
-//! collection runs only when no other lock is fresh and gives way otherwise; a backup waits
-//! until no collection's lock is left. A lock older than any mover Job may run is stale.
+//! collection runs only when no other lock is fresh, looks again just before it deletes,
+//! and gives way otherwise; a backup waits until no collection's lock is fresh.
+//!
+//! A lock is a lease: its mover puts it again every `Lease::renew` while it runs, so one
+//! not renewed for `Lease::duration` was left by a mover that was killed, and is passed
+//! over (and deleted by the next collection) — a killed collection holds backups off for
+//! minutes, not for as long as a Job may run. Ages are read on the store's clock (the
+//! times it gave the locks, this mover's own among them), never the pod's. Locks of movers
+//! older than leases (their names lack `.lease`) are never renewed, and stay fresh for as
+//! long as a Job may run.
 
 use std::collections::HashSet;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
-use object_store::ObjectMeta;
+use chrono::{DateTime, TimeDelta, Utc};
 use object_store::path::Path as Key;
+use object_store::{ObjectMeta, ObjectStoreExt};
 use serde::Serialize;
 
 use super::Store;
 use crate::error::{MoverError, Result};
 use crate::manifest::{Kind, Manifest};
 
-/// Older locks were left by a killed mover: a Job runs 12 hours at most.
-const STALE: TimeDelta = TimeDelta::hours(13);
+/// Older unrenewed locks were left by a killed mover: a Job runs 12 hours at most.
+const UNRENEWED_STALE: TimeDelta = TimeDelta::hours(13);
+/// The end of the name of a lock that its mover renews.
+const LEASED: &str = ".lease";
 /// How often a waiting backup looks again.
 const POLL: Duration = Duration::from_secs(2);
 
-/// A lock object of this process, deleted when dropped.
+/// How a mover keeps its locks fresh, and how long another's stays fresh unrenewed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lease {
+    /// How often a held lock is put again.
+    renew: Duration,
+    /// How long after its last renewal a lock is fresh: many renewals, each retried for
+    /// up to half a minute, may fail before a live mover's lock goes stale.
+    duration: TimeDelta,
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease {
+            renew: Duration::from_secs(30),
+            duration: TimeDelta::minutes(5),
+        }
+    }
+}
+
+/// A lock object of this process, renewed while held and deleted when dropped.
 pub(crate) struct Lock<'a> {
     store: &'a Store,
     key: Key,
+    renewal: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
 }
 
 impl Drop for Lock<'_> {
     fn drop(&mut self) {
+        if let Some((stop, renewing)) = self.renewal.take() {
+            drop(stop);
+            // Joined before the delete: no renewal may put the lock back after it.
+            let _ = renewing.join();
+        }
         if let Err(e) = self.store.delete_key(&self.key) {
             crate::warn(format!(
                 "could not remove the lock {} (it is ignored once stale): {}",
@@ -42,30 +79,87 @@ impl Drop for Lock<'_> {
     }
 }
 
+/// The locks of other movers, as one listing showed them.
+struct Locks {
+    /// Held by a live mover (or one not known to be dead).
+    fresh: Vec<ObjectMeta>,
+    /// Left by a mover that was killed.
+    stale: Vec<ObjectMeta>,
+}
+
 impl Store {
     fn put_lock(&self, kind: &str) -> Result<Lock<'_>> {
         // The pod's name tells two movers apart (their pids are alike).
         let host = std::env::var("HOSTNAME").unwrap_or_default();
         let key = Key::from(format!(
-            "locks/{kind}-{}-{}",
+            "locks/{kind}-{}-{}{LEASED}",
             Utc::now().format("%Y%m%dT%H%M%S%.9fZ"),
             host.chars()
                 .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
                 .collect::<String>()
         ));
         self.put_bytes(&key, bytes::Bytes::new())?;
-        Ok(Lock { store: self, key })
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (objects, runtime, renew) = (
+            self.objects.clone(),
+            self.runtime.handle().clone(),
+            self.lease.renew,
+        );
+        let renewed = key.clone();
+        let address = self.address(&key);
+        let renewing = std::thread::Builder::new()
+            .name("lock-renewal".into())
+            .spawn(move || {
+                // Until the lock is dropped (its sender with it).
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(renew) {
+                    let put = objects.put(&renewed, bytes::Bytes::new().into());
+                    if let Err(e) = runtime.block_on(put) {
+                        crate::warn(format!(
+                            "could not renew the lock {}: {}",
+                            address.display(),
+                            crate::chain(&e)
+                        ));
+                    }
+                }
+            });
+        let renewing = renewing.map_err(|source| MoverError::Io {
+            action: "start renewing the lock",
+            path: self.address(&key),
+            source,
+        })?;
+        Ok(Lock {
+            store: self,
+            key,
+            renewal: Some((stop, renewing)),
+        })
     }
 
-    /// The fresh locks other than `mine`.
-    fn other_locks(&self, mine: &[&Key]) -> Result<Vec<ObjectMeta>> {
+    /// The locks other than `mine`, fresh or stale.
+    fn other_locks(&self, mine: &[&Key]) -> Result<Locks> {
         let locks = self.list_keys("locks")?;
-        let now = Utc::now();
-        Ok(locks
+        // The store's clock: the time it gave this mover's own newest lock (a listing that
+        // lags may not show it yet: then the pod's clock).
+        let now = locks
+            .iter()
+            .filter(|l| mine.contains(&&l.location))
+            .map(|l| l.last_modified)
+            .max()
+            .unwrap_or_else(Utc::now);
+        let (fresh, stale) = locks
             .into_iter()
-            .filter(|l| !mine.contains(&&l.location) && now - l.last_modified < STALE)
-            .collect())
+            .filter(|l| !mine.contains(&&l.location))
+            .partition(|l| is_fresh(l, now, self.lease.duration));
+        Ok(Locks { fresh, stale })
     }
+}
+
+/// Whether `lock` is held by a live mover at `now` (the store's time).
+fn is_fresh(lock: &ObjectMeta, now: DateTime<Utc>, lease: TimeDelta) -> bool {
+    let leased = lock
+        .location
+        .filename()
+        .is_some_and(|name| name.ends_with(LEASED));
+    now - lock.last_modified < if leased { lease } else { UNRENEWED_STALE }
 }
 
 fn is_collection(lock: &ObjectMeta) -> bool {
@@ -81,6 +175,7 @@ pub(crate) fn lock_backup(store: &Store, wait: Duration) -> Result<Lock<'_>> {
     loop {
         let collecting = store
             .other_locks(&[&lock.key])?
+            .fresh
             .into_iter()
             .find(is_collection);
         let Some(collection) = collecting else {
@@ -115,15 +210,27 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
     let lock = store.put_lock("collect")?;
     let mut mine = vec![&lock.key];
     mine.extend(own.map(|l| &l.key));
-    if !store.other_locks(&mine)?.is_empty() {
+    let busy = || {
         crate::warn(format!(
             "a backup or collection of {} is running; unreferenced contents are collected by a later prune",
             store.app().label()
         ));
-        return Ok(Collected {
+        Ok(Collected {
             busy: true,
             ..Collected::default()
-        });
+        })
+    };
+    let locks = store.other_locks(&mine)?;
+    if !locks.fresh.is_empty() {
+        return busy();
+    }
+    for stale in &locks.stale {
+        crate::warn(format!(
+            "removing the lock {} of a mover that was killed (not renewed since {})",
+            store.address(&stale.location).display(),
+            stale.last_modified
+        ));
+        store.delete_key(&stale.location)?;
     }
     // Contents' BLAKE3s and pack ids: the file names of the objects to keep.
     let mut named: HashSet<String> = HashSet::new();
@@ -146,12 +253,18 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
     for (_, part) in &parts {
         name_contents(part, &mut named);
     }
-    let mut collected = Collected::default();
-    for object in store
+    let stored: Vec<ObjectMeta> = store
         .list_keys("data")?
         .into_iter()
         .chain(store.list_keys("packs")?)
-    {
+        .collect();
+    // Reading every manifest took a while: a backup that began meanwhile (and saw no lock
+    // of this collection in a listing that lagged) may already reuse what is unnamed.
+    if !store.other_locks(&mine)?.fresh.is_empty() {
+        return busy();
+    }
+    let mut collected = Collected::default();
+    for object in stored {
         if object
             .location
             .filename()
@@ -237,8 +350,9 @@ pub(super) mod tests {
         );
         let report = super::super::verify(&store, &Selector::Latest).expect("verify");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let locks = store.other_locks(&[]).expect("locks");
         assert!(
-            store.other_locks(&[]).expect("locks").is_empty(),
+            locks.fresh.is_empty() && locks.stale.is_empty(),
             "every lock removed"
         );
     }
@@ -307,5 +421,99 @@ pub(super) mod tests {
         assert!(error.contains("locks/collect-"), "{error}");
         drop(collecting);
         super::super::backup(&store, &options(volume.path())).expect("then it runs");
+    }
+
+    /// A store whose locks are renewed every 10 ms and stale 300 ms after their last renewal.
+    fn store_of_short_leases() -> Store {
+        let mut store = Store::in_memory("ns", "app");
+        store.lease = Lease {
+            renew: Duration::from_millis(10),
+            duration: TimeDelta::milliseconds(300),
+        };
+        store
+    }
+
+    fn modified(store: &Store, key: &Key) -> Option<DateTime<Utc>> {
+        let locks = store.list_keys("locks").expect("list");
+        Some(
+            locks
+                .into_iter()
+                .find(|l| &l.location == key)?
+                .last_modified,
+        )
+    }
+
+    /// Waits (up to 10 s) until `done`.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_held_lock_is_renewed_until_it_is_dropped_then_gone() {
+        let store = store_of_short_leases();
+        let lock = store.put_lock("backup").expect("lock");
+        let key = lock.key.clone();
+        assert!(key.as_ref().ends_with(LEASED), "{key}");
+        let first = modified(&store, &key).expect("stored");
+        eventually("the lock renewed", || {
+            modified(&store, &key).is_some_and(|at| at > first)
+        });
+        drop(lock);
+        assert_eq!(modified(&store, &key), None, "no renewal puts it back");
+    }
+
+    #[test]
+    fn a_lock_is_fresh_for_its_lease_or_unrenewed_for_as_long_as_a_job_runs() {
+        let now = Utc::now();
+        let lock = |name: &str, age: TimeDelta| ObjectMeta {
+            location: Key::from(format!("locks/{name}")),
+            last_modified: now - age,
+            size: 0,
+            e_tag: None,
+            version: None,
+        };
+        let lease = TimeDelta::minutes(5);
+        let leased = "collect-20261203T100000.000000000Z-pod.lease";
+        assert!(is_fresh(&lock(leased, TimeDelta::minutes(4)), now, lease));
+        assert!(!is_fresh(&lock(leased, TimeDelta::minutes(5)), now, lease));
+        // Put after the store's "now" (a listing of another mover's newer renewal).
+        assert!(is_fresh(&lock(leased, TimeDelta::seconds(-3)), now, lease));
+        // A mover of an earlier version never renews its lock.
+        let unrenewed = "collect-20261203T100000.000000000Z-pod";
+        assert!(is_fresh(&lock(unrenewed, TimeDelta::hours(12)), now, lease));
+        assert!(!is_fresh(
+            &lock(unrenewed, TimeDelta::hours(13)),
+            now,
+            lease
+        ));
+    }
+
+    #[test]
+    fn a_killed_collections_lock_holds_backups_off_only_until_its_lease_ends() {
+        let store = store_of_short_leases();
+        let volume = volume_with(&[("a", "first")]);
+        // What a collection killed midway leaves: its lock, renewed no more.
+        let dead = Key::from("locks/collect-20261203T100000.000000000Z-killed.lease");
+        store.put_bytes(&dead, bytes::Bytes::new()).expect("put");
+        let waiting = BackupOptions {
+            lock_wait: Duration::from_secs(30),
+            ..options(volume.path())
+        };
+        super::super::backup(&store, &waiting).expect("the backup runs once the lease ends");
+        // The next collection removes it.
+        super::super::prune(&store, 1).expect("prune");
+        assert_eq!(modified(&store, &dead), None, "the stale lock removed");
+
+        // A lock of an earlier mover (never renewed) is trusted for as long as a Job runs.
+        let earlier = Key::from("locks/collect-20261203T100000.000000000Z-earlier");
+        store.put_bytes(&earlier, bytes::Bytes::new()).expect("put");
+        let error = super::super::backup(&store, &options(volume.path()))
+            .expect_err("held off")
+            .to_string();
+        assert!(error.contains("locks/collect-"), "{error}");
     }
 }

@@ -149,6 +149,8 @@ pub struct Store {
     objects: Arc<dyn ObjectStore>,
     /// Names the app, with the store's URL as its target (for messages).
     app: App,
+    /// How this mover's locks are kept fresh, and when others' are stale.
+    lease: collect::Lease,
 }
 
 impl Store {
@@ -222,6 +224,7 @@ impl Store {
             runtime,
             objects: Arc::new(PrefixStore::new(s3, below.as_str())),
             app,
+            lease: collect::Lease::default(),
         })
     }
 
@@ -237,6 +240,7 @@ impl Store {
             runtime,
             objects: Arc::new(object_store::memory::InMemory::new()),
             app: App::new("s3://test", namespace, name).expect("app"),
+            lease: collect::Lease::default(),
         }
     }
 
@@ -307,6 +311,7 @@ impl Store {
     }
 
     /// Whether the content with this BLAKE3 is stored.
+    #[cfg(test)]
     pub(crate) fn has_content(&self, blake3: &str) -> Result<bool> {
         let key = Self::data_key(blake3);
         match self.block_on(self.objects.head(&key)) {

@@ -5,7 +5,8 @@
 //! files' into packs (see `pack`), larger ones' as objects named by their BLAKE3. A file
 //! whose size, times, mode, owner and inode are those the previous snapshot recorded is not
 //! read at all (the same quick check as a node-directory backup): its recorded hash is
-//! reused, provided its contents are still stored. The manifest is put last.
+//! reused, provided its contents are still stored. The manifest is put last, once a listing
+//! shows every object it names stored.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -89,7 +90,6 @@ pub(crate) fn send<'a>(store: &'a Store, options: &BackupOptions) -> Result<Sent
             contents: stored_contents(store, previous.as_ref().map(|p| &p.manifest))?,
             pending: Pending::default(),
         }),
-        ask_first: previous.is_some(),
         previous_start: previous.as_ref().map(|p| p.manifest.start_time),
     };
     let mut totals = Totals::default();
@@ -130,6 +130,7 @@ impl Store {
     /// Seals `manifest` with its entries inline and puts it at `key`: the last write of a
     /// snapshot (or of a part of one).
     pub(crate) fn put_sealed(&self, key: &Key, manifest: &mut Manifest) -> Result<()> {
+        self.check_contents_stored(key, manifest)?;
         let sealed = manifest
             .sealed_inline()
             .map_err(|source| MoverError::ManifestParse {
@@ -141,34 +142,71 @@ impl Store {
     }
 }
 
-/// What is stored, before anything is sent: after a snapshot, what it names (a collection
-/// never deletes that), and what the packs it does not name hold (those of a killed
-/// backup); for a first snapshot, every content and pack. After a snapshot, a larger
-/// content not known is asked for by name before it is sent (see [`Uploader::file`]).
+impl Store {
+    /// Fails unless every object `manifest` names is stored: listed once, just before its
+    /// manifest (`key`) would be put. What a backup reuses was stored when it began, but may
+    /// have been deleted since (by hand, or by a collection that missed this backup's lock
+    /// in a listing that lagged); a snapshot naming it could not be restored.
+    fn check_contents_stored(&self, key: &Key, manifest: &Manifest) -> Result<()> {
+        let stored: HashSet<Key> = self
+            .list_keys("data")?
+            .into_iter()
+            .chain(self.list_keys("packs")?)
+            .map(|object| object.location)
+            .collect();
+        let mut missing = manifest
+            .replicas
+            .iter()
+            .flat_map(|replica| replica.entries.iter())
+            .filter(|entry| entry.kind == Kind::File)
+            .map(Store::content_key)
+            .filter(|content| !stored.contains(content))
+            .collect::<Vec<_>>();
+        missing.sort();
+        missing.dedup();
+        match missing.first() {
+            None => Ok(()),
+            Some(first) => Err(MoverError::ContentsGone {
+                manifest: self.address(key),
+                count: missing.len(),
+                first: self.address(first),
+            }),
+        }
+    }
+}
+
+/// What is stored, before anything is sent, as listed: every content object, what the
+/// previous snapshot keeps in packs that are still stored, and what the packs it does not
+/// name hold (those of a killed backup). A content the previous snapshot names but the
+/// store lost (deleted by hand, a pack gone) is sent again, not named by every later
+/// snapshot.
 fn stored_contents(
     store: &Store,
     previous: Option<&crate::manifest::Manifest>,
 ) -> Result<HashMap<String, Option<PackRef>>> {
-    let mut contents: HashMap<String, Option<PackRef>> = match previous {
-        Some(manifest) => manifest
-            .replicas
-            .iter()
-            .flat_map(|r| r.entries.iter())
-            .filter_map(|e| Some((e.blake3.clone()?, e.pack.clone())))
-            .collect(),
-        None => store
-            .stored_contents()?
-            .into_iter()
-            .map(|b3| (b3, None))
-            .collect(),
-    };
+    let mut contents: HashMap<String, Option<PackRef>> = store
+        .stored_contents()?
+        .into_iter()
+        .map(|blake3| (blake3, None))
+        .collect();
+    let packs = store.stored_packs()?;
+    let stored_packs: HashSet<&str> = packs.iter().map(|(id, _)| id.as_str()).collect();
+    let packed = previous
+        .into_iter()
+        .flat_map(|manifest| manifest.replicas.iter())
+        .flat_map(|replica| replica.entries.iter())
+        .filter_map(|entry| Some((entry.blake3.clone()?, entry.pack.clone()?)))
+        .filter(|(_, at)| stored_packs.contains(at.id.as_str()));
+    for (blake3, at) in packed {
+        contents.entry(blake3).or_insert(Some(at));
+    }
     let named_packs: HashSet<String> = contents
         .values()
         .filter_map(|at| Some(at.as_ref()?.id.clone()))
         .collect();
-    for (id, size) in store.stored_packs()? {
-        if !named_packs.contains(&id) {
-            for (blake3, at) in store.pack_index(&id, size)? {
+    for (id, size) in &packs {
+        if !named_packs.contains(id) {
+            for (blake3, at) in store.pack_index(id, *size)? {
                 contents.entry(blake3).or_insert(Some(at));
             }
         }
@@ -179,8 +217,6 @@ fn stored_contents(
 struct Uploader<'a> {
     store: &'a Store,
     known: Mutex<Known>,
-    /// Whether a larger content not known to be stored is looked for before it is sent.
-    ask_first: bool,
     previous_start: Option<DateTime<Utc>>,
 }
 
@@ -478,8 +514,6 @@ impl Uploader<'_> {
             } else if len <= PACKED_MAX {
                 let (at, added) = self.pack(&blake3, buf)?;
                 (Some(at), added)
-            } else if self.ask_first && self.store.has_content(&blake3)? {
-                (None, false)
             } else if small {
                 self.store
                     .put_bytes(&Store::data_key(&blake3), Bytes::copy_from_slice(buf))?;
@@ -690,5 +724,81 @@ mod tests {
         assert!(verified.problems.is_empty(), "{:?}", verified.problems);
         let incoming = store.list_keys("data/incoming").expect("list");
         assert!(incoming.is_empty(), "{incoming:?}");
+    }
+
+    /// A volume of a small file (packed) and a larger one (an object of its own); their
+    /// keys once backed up.
+    fn two_kinds_backed_up(store: &Store) -> (tempfile::TempDir, Vec<Key>) {
+        let volume = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(volume.path().join("0")).expect("mkdir");
+        std::fs::write(volume.path().join("0/small"), "small").expect("write");
+        let large = vec![7u8; PACKED_MAX as usize + 1];
+        std::fs::write(volume.path().join("0/large"), &large).expect("write");
+        backup(store, &options(volume.path())).expect("first backup");
+        let keys = store
+            .list_keys("data")
+            .expect("list")
+            .into_iter()
+            .chain(store.list_keys("packs").expect("list"))
+            .map(|object| object.location)
+            .collect::<Vec<_>>();
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        (volume, keys)
+    }
+
+    /// Contents the previous snapshot names but the store lost are sent again, so that the
+    /// new snapshot restores, instead of being named by every later one.
+    #[test]
+    fn contents_lost_from_the_store_are_sent_again_by_the_next_backup() {
+        let store = Store::in_memory("ns", "app");
+        let (volume, keys) = two_kinds_backed_up(&store);
+        for key in &keys {
+            store.delete_key(key).expect("lose it");
+        }
+        let report = backup(&store, &options(volume.path())).expect("second backup");
+        assert_eq!(
+            report.new_bytes,
+            "small".len() as u64 + PACKED_MAX + 1,
+            "{report:?}"
+        );
+        let verified = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+    }
+
+    /// A content deleted while a backup ran (here between its uploads and its manifest):
+    /// the snapshot is not stored, and the failure is one that running again mends.
+    #[test]
+    fn a_snapshot_naming_contents_deleted_while_it_ran_is_not_stored() {
+        let store = Store::in_memory("ns", "app");
+        let (volume, keys) = two_kinds_backed_up(&store);
+        let Sent {
+            lock,
+            id,
+            mut manifest,
+            ..
+        } = send(&store, &options(volume.path())).expect("send");
+        store.delete_key(&keys[0]).expect("deleted meanwhile");
+        let key = Store::manifest_key(&id);
+        let error = store
+            .put_sealed(&key, &mut manifest)
+            .expect_err("not stored");
+        assert!(
+            matches!(error, MoverError::ContentsGone { count: 1, .. }) && !error.is_permanent(),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains(keys[0].as_ref()),
+            "names the missing object: {error}"
+        );
+        drop(lock);
+        assert_eq!(
+            store.snapshot_ids().expect("ids").len(),
+            1,
+            "only the first"
+        );
+        let report = backup(&store, &options(volume.path())).expect("run again");
+        assert!(report.new_bytes > 0, "{report:?}");
+        let verified = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
     }
 }
