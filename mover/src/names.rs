@@ -51,6 +51,14 @@ impl App {
     pub fn label(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// The plugin's command that deletes backup `id` of this app.
+    pub fn delete_command(&self, id: &BackupId) -> String {
+        format!(
+            "kubectl hellostateful -n {} backups delete {} {id}",
+            self.namespace, self.name
+        )
+    }
 }
 
 fn check_label(what: &'static str, value: &str, max: usize) -> Result<()> {

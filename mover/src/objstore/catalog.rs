@@ -190,7 +190,10 @@ pub fn prune(store: &Store, keep_last: u32) -> Result<PruneOutcome> {
     prune_holding(store, keep_last, None)
 }
 
-/// [`prune`] by a backup that holds `own` lock.
+/// [`prune`] by a backup that holds `own` lock. Collecting is left to a later prune, with
+/// a warning, when it fails (a manifest that cannot be read, the store failing): what was
+/// pruned stays pruned, and a backup that pruned after storing its snapshot has succeeded
+/// (failing it would only have its Job's retry store another snapshot).
 pub(crate) fn prune_holding(
     store: &Store,
     keep_last: u32,
@@ -206,12 +209,21 @@ pub(crate) fn prune_holding(
         store.delete_key(&Store::manifest_key(&id))?;
         pruned.push(snapshot.id.clone());
     }
-    let collected = collect(store, own)?;
+    let collected = match collect(store, own) {
+        Ok(collected) => Some(collected),
+        Err(e) => {
+            crate::warn(format!(
+                "contents no backup names were not collected: {}",
+                crate::chain(&e)
+            ));
+            None
+        }
+    };
     Ok(PruneOutcome {
         pruned,
         kept: kept.iter().map(|s| s.id.clone()).collect(),
-        busy: collected.busy,
-        collected: Some(collected),
+        busy: collected.as_ref().is_some_and(|c| c.busy),
+        collected,
     })
 }
 

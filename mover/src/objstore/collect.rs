@@ -237,8 +237,10 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
     for id in store.snapshot_ids()? {
         let snapshot = super::catalog::load(store, &id).map_err(|e| {
             MoverError::Usage(format!(
-                "not collecting unreferenced contents: backup {id} cannot be read ({}), so what it names is unknown",
-                crate::chain(&e)
+                "not collecting unreferenced contents: backup {id} cannot be read ({}), so what it names is unknown; \
+                 if it is damaged, delete it ({})",
+                crate::chain(&e),
+                store.app().delete_command(&id)
             ))
         })?;
         name_contents(&snapshot.manifest, &mut named);
@@ -515,5 +517,41 @@ pub(super) mod tests {
             .expect_err("held off")
             .to_string();
         assert!(error.contains("locks/collect-"), "{error}");
+    }
+
+    /// One manifest that cannot be read: what it names is unknown, so nothing is collected,
+    /// but the backup that stored its snapshot before pruning has succeeded (failing it
+    /// would only have its Job's retry store another snapshot).
+    #[test]
+    fn a_damaged_manifest_stops_collecting_but_fails_no_backup() {
+        let store = Store::in_memory("ns", "app");
+        let volume = volume_with(&[("a", "first")]);
+        super::super::backup(&store, &options(volume.path())).expect("first backup");
+        let damaged = store.snapshot_ids().expect("ids")[0].clone();
+        store
+            .put_bytes(
+                &Store::manifest_key(&damaged),
+                bytes::Bytes::from_static(b"{not json"),
+            )
+            .expect("damage it");
+        std::fs::write(volume.path().join("0/a"), "second").expect("change");
+        let pruning = BackupOptions {
+            keep_last: Some(5),
+            ..options(volume.path())
+        };
+        let report = super::super::backup(&store, &pruning).expect("the backup succeeds");
+        assert!(report.pruned.is_empty(), "{report:?}");
+        assert_eq!(
+            store.snapshot_ids().expect("ids").len(),
+            2,
+            "one snapshot more"
+        );
+        let error = collect(&store, None)
+            .expect_err("nothing collected")
+            .to_string();
+        assert!(
+            error.contains(&format!("backups delete app {damaged}")),
+            "says how to get rid of it: {error}"
+        );
     }
 }
