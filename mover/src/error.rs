@@ -158,16 +158,19 @@ pub enum MoverError {
     /// A volume without room for the staged copy of a restore (which is written beside the
     /// live data before it replaces it).
     #[error(
-        "not enough space in {} to restore backup {id}: the copy needs {needed_bytes} bytes{}, \
+        "not enough space in {}{} to restore backup {id}: the copy needs {needed_bytes} bytes{}, \
          {free_bytes} bytes{} are free; nothing was changed (the live data stays until the \
          restored copy is complete): grow the volume or free space, then restore again",
         path.display(),
+        on_one_filesystem(sharing),
         needed_inodes.map(|n| format!(" and {n} inodes")).unwrap_or_default(),
         free_inodes.map(|n| format!(" and {n} inodes")).unwrap_or_default()
     )]
     NoSpace {
         /// The volume.
         path: PathBuf,
+        /// The other volumes on its filesystem, whose copies it shares the space with.
+        sharing: Vec<PathBuf>,
         /// The backup being restored.
         id: String,
         /// Bytes the copy takes (whole blocks).
@@ -248,6 +251,15 @@ pub enum MoverError {
         /// What is wrong and what to do.
         reason: String,
     },
+}
+
+/// ` and B, C (on one filesystem)` for volumes sharing one with the first named.
+fn on_one_filesystem(sharing: &[PathBuf]) -> String {
+    if sharing.is_empty() {
+        return String::new();
+    }
+    let others: Vec<String> = sharing.iter().map(|p| p.display().to_string()).collect();
+    format!(" and {} (on one filesystem)", others.join(", "))
 }
 
 impl MoverError {

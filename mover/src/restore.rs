@@ -20,7 +20,7 @@ use serde::Serialize;
 use std::io::Write as _;
 
 use crate::catalog::{self, Snapshot};
-use crate::confined::{Dir, Inode};
+use crate::confined::{Dir, FreeSpace, Inode};
 use crate::entries::{self, BATCH, Entries};
 use crate::error::{MoverError, Result, SWAP_INTERRUPTED, io_err};
 use crate::fsops;
@@ -261,9 +261,7 @@ pub(crate) fn stage_volumes<'v>(
             ));
         }
     }
-    for (replica, volume) in &pairs {
-        check_space(source, replica, volume)?;
-    }
+    check_space(source, &pairs)?;
     let mut staged = StagedVolumes {
         volumes: Vec::new(),
         ordinals: pairs.iter().map(|(r, _)| r.ordinal).collect(),
@@ -330,31 +328,70 @@ impl Shortfalls {
 }
 
 /// A restore writes a full copy beside the live data before swapping it in: refuse before
-/// writing anything when it cannot fit.
-fn check_space(source: &Source, replica: &Replica, volume: &Dir) -> Result<()> {
-    let free = volume.free_space()?;
-    let (mut needed_bytes, mut needed_inodes) = (free.block, 1u64);
-    for entry in source.entries(replica)? {
-        let entry = entry?;
-        needed_bytes += match entry.kind {
-            Kind::File => entry.size.div_ceil(free.block) * free.block,
-            Kind::Dir => free.block,
-            // Short targets live in the inode.
-            Kind::Symlink => 0,
+/// writing anything when it cannot fit. Volumes on one filesystem (a node directory's, or
+/// claims of one disk) share its free space: their copies must fit together.
+fn check_space(source: &Source, pairs: &[(&Replica, &Dir)]) -> Result<()> {
+    struct Filesystem<'v> {
+        dev: u64,
+        free: FreeSpace,
+        needed_bytes: u64,
+        needed_inodes: u64,
+        volumes: Vec<&'v Dir>,
+    }
+    let mut filesystems: Vec<Filesystem> = Vec::new();
+    for (replica, volume) in pairs {
+        let dev = volume.stat()?.dev;
+        let at = match filesystems.iter().position(|fs| fs.dev == dev) {
+            Some(at) => at,
+            None => {
+                let free = volume.free_space()?;
+                filesystems.push(Filesystem {
+                    dev,
+                    free,
+                    needed_bytes: 0,
+                    needed_inodes: 0,
+                    volumes: Vec::new(),
+                });
+                filesystems.len() - 1
+            }
         };
-        needed_inodes += 1;
+        let fs = &mut filesystems[at];
+        let block = fs.free.block;
+        let (mut bytes, mut inodes) = (block, 1u64);
+        for entry in source.entries(replica)? {
+            let entry = entry?;
+            bytes += match entry.kind {
+                Kind::File => entry.size.div_ceil(block) * block,
+                Kind::Dir => block,
+                // Short targets live in the inode.
+                Kind::Symlink => 0,
+            };
+            inodes += 1;
+        }
+        fs.needed_bytes = fs.needed_bytes.saturating_add(bytes);
+        fs.needed_inodes = fs.needed_inodes.saturating_add(inodes);
+        fs.volumes.push(volume);
     }
-    if needed_bytes <= free.bytes && free.inodes.is_none_or(|n| needed_inodes <= n) {
-        return Ok(());
+    for fs in filesystems {
+        let fits_inodes = fs.free.inodes.is_none_or(|n| fs.needed_inodes <= n);
+        if fs.needed_bytes <= fs.free.bytes && fits_inodes {
+            continue;
+        }
+        let mut paths = fs.volumes.iter().map(|volume| volume.path().to_owned());
+        let Some(path) = paths.next() else {
+            continue;
+        };
+        return Err(MoverError::NoSpace {
+            path,
+            sharing: paths.collect(),
+            id: source.id().to_owned(),
+            needed_bytes: fs.needed_bytes,
+            free_bytes: fs.free.bytes,
+            needed_inodes: fs.free.inodes.map(|_| fs.needed_inodes),
+            free_inodes: fs.free.inodes,
+        });
     }
-    Err(MoverError::NoSpace {
-        path: volume.path().to_owned(),
-        id: source.id().to_owned(),
-        needed_bytes,
-        free_bytes: free.bytes,
-        needed_inodes: free.inodes.map(|_| needed_inodes),
-        free_inodes: free.inodes,
-    })
+    Ok(())
 }
 
 /// Copies one replica of `snapshot` into the volume's staging directory, checking every

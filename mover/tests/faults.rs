@@ -42,17 +42,10 @@ fn full_target_fails_cleanly_and_keeps_earlier_snapshots() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let target = tmp.path().join("small");
     fs::create_dir(&target).expect("mkdir");
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&target)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !mounted {
+    let Some(_unmount) = small_tmpfs(&target) else {
         eprintln!("SKIPPED full_target test: cannot mount a tmpfs (not root?)");
         return;
-    }
-    let _unmount = Unmount(&target);
+    };
 
     let source = tmp.path().join("src");
     fs::create_dir_all(source.join("0")).expect("mkdir");
@@ -364,16 +357,10 @@ fn a_restore_that_cannot_fit_is_refused_before_anything_is_written() {
     hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
     let volume = tmp.path().join("dest/0");
     fs::create_dir_all(&volume).expect("mkdir");
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&volume)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
+    let Some(_unmount) = small_tmpfs(&volume) else {
         eprintln!("SKIPPED full volume test: cannot mount a tmpfs (not root?)");
         return;
-    }
-    let _unmount = Unmount(&volume);
+    };
     fs::write(volume.join("live"), b"old data").expect("write");
     let live = fs::read(volume.join("live")).expect("read");
 
@@ -390,6 +377,47 @@ fn a_restore_that_cannot_fit_is_refused_before_anything_is_written() {
     assert!(e.is_permanent());
     assert_eq!(fs::read(volume.join("live")).expect("read"), live);
     assert!(leftovers(&volume).is_empty());
+}
+
+/// Two volumes on one filesystem, each copy fitting alone but not both: refused before
+/// anything is written, naming both (each checked alone, both passed and staging filled
+/// the disk).
+#[test]
+fn volumes_on_one_filesystem_must_fit_their_copies_together() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = tmp.path().join("src");
+    for ordinal in ["0", "1"] {
+        fs::create_dir_all(source.join(ordinal)).expect("mkdir");
+        fs::write(source.join(ordinal).join("big"), vec![1u8; 600 * 1024]).expect("write");
+    }
+    let app = app(&tmp.path().join("backup"));
+    hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    let dest = tmp.path().join("dest");
+    fs::create_dir_all(&dest).expect("mkdir");
+    let Some(_unmount) = small_tmpfs(&dest) else {
+        eprintln!("SKIPPED shared filesystem test: cannot mount a tmpfs (not root?)");
+        return;
+    };
+    for ordinal in ["0", "1"] {
+        fs::create_dir(dest.join(ordinal)).expect("mkdir");
+        fs::write(dest.join(ordinal).join("live"), b"old data").expect("write");
+    }
+
+    let e = hellostateful_mover::restore(&app, &restore_opts(&dest, Selector::Latest))
+        .expect_err("the two copies do not fit together");
+    let text = err_text(&e);
+    assert!(
+        text.contains("not enough space")
+            && text.contains(&format!("{} (on one filesystem)", dest.join("1").display())),
+        "{text}"
+    );
+    for ordinal in ["0", "1"] {
+        assert_eq!(
+            fs::read(dest.join(ordinal).join("live")).expect("read"),
+            b"old data"
+        );
+        assert!(leftovers(&dest.join(ordinal)).is_empty());
+    }
 }
 
 #[test]

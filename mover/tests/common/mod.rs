@@ -268,6 +268,17 @@ pub fn volumes(tmp: &Path, name: &str, version: u8) -> PathBuf {
     root
 }
 
+/// A 1 MiB tmpfs mounted at `path`, unmounted when the result is dropped; `None` where
+/// this process may not mount (not root): the caller's test says it skipped.
+pub fn small_tmpfs(path: &Path) -> Option<Unmount<'_>> {
+    Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+        .then_some(Unmount(path))
+}
+
 /// Unmounts a test's mount when dropped, so a failing assertion leaves nothing mounted.
 pub struct Unmount<'a>(pub &'a Path);
 
