@@ -387,6 +387,143 @@ for replica in manifest["replicas"]:
   [[ -z $records ]] || { echo "restore records left: $records"; return 1; }
 }
 
+# hold_pods_of_job NS JOB NAME: an admission policy NAME (a test's, not the product's) that
+# refuses every pod of Job JOB in namespace NS, until deleted.
+hold_pods_of_job() {
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: $3}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"]}
+  validations:
+    - expression: "!(has(object.metadata.labels) && object.metadata.labels.exists(k, k == 'batch.kubernetes.io/job-name' && object.metadata.labels[k] == '$2'))"
+      message: "held by the test until its node is gone"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: $3}
+spec:
+  policyName: $3
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: $1}
+EOF
+}
+
+# Node b removed for good while a restore in parts waits to swap its volume (the swap's pods
+# held back by a test's admission policy until then; volume a swapped already): the app
+# never runs on a mix of restored and old volumes, not after the restore fails, nor when it
+# is asked again while the node is still gone; once a node of that name is back, the
+# restore asked again finishes and the app runs restored on both volumes.
+test_a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix() {
+  local ns hold
+  ns=$(new_ns swapgone)
+  hold=hs-e2e-hold-$ns
+  trap "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy $hold --ignore-not-found >/dev/null 2>&1; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
+  move_reconciler_to "$NODE_A" || return 1
+  eval "$(e2e/objstore up)"
+  e2e/objstore bucket tenant-a
+  local_class "$ns"
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"swapgone\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  spread_app "$ns" "{\"objectStore\": $store}" || return 1
+  local volume a=$LOCAL_ROOT/hs-e2e-$ns-a b=$LOCAL_ROOT/hs-e2e-$ns-b
+  for volume in "$a" "$b"; do echo "before the backup" >"$volume/marker"; done
+  "$HS_PLUGIN" -n "$ns" backup web --timeout 3m || { on_fail "$ns"; return 1; }
+  local id
+  id=$(jp "$ns" web '{.status.backupRequest.backupId}')
+  for volume in "$a" "$b"; do echo "after the backup" >"$volume/marker"; done
+
+  # The replica on node b (volume b).
+  local on_b=0
+  [[ $(node_of_pod "$ns" web-1) == "$NODE_B" ]] && on_b=1
+  "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --wait=false >/dev/null || return 1
+  local set
+  wait_for "the restore's set" 120 bash -c "[[ -n \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.job}') ]]" ||
+    { on_fail "$ns"; return 1; }
+  set=$(jp "$ns" web '{.status.restoreRequest.job}')
+  hold_pods_of_job "$ns" "$set-swap-$on_b" "$hold"
+  wait_for "volume a swapped, volume b's swap waiting" 240 bash -c \
+    "[[ \$(kubectl -n $ns get job $set-swap-$((1 - on_b)) -o jsonpath='{.status.succeeded}') == 1 ]] && kubectl -n $ns get job $set-swap-$on_b >/dev/null 2>&1" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(cat "$a/marker") == "before the backup" && $(cat "$b/marker") == "after the backup" ]] ||
+    { echo "markers: a $(cat "$a/marker"), b $(cat "$b/marker")"; return 1; }
+
+  "$E2E_ROOT/e2e/cluster" remove-node || return 1
+  kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy "$hold" >/dev/null
+  wait_for "the restore failed" 300 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.phase}') == Failed ]]" ||
+    { on_fail "$ns"; return 1; }
+  echo "status: $(jp "$ns" web '{.status.restoreRequest.message}')"
+  [[ $(kubectl -n "$ns" get statefulset web -o jsonpath='{.spec.replicas}') == 0 ]] || { echo "the app runs on a mix"; return 1; }
+
+  # Asked again with the node still gone: acknowledged, and the app still stopped.
+  local token
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" web "hello-stateful.example.com/restore-from=$id" "hello-stateful.example.com/restore-requested=$token"
+  wait_for "the retry acknowledged" 180 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.token}') == '$token' ]]" ||
+    { on_fail "$ns"; return 1; }
+  echo "asked again with the node gone: $(jp "$ns" web '{.status.restoreRequest.phase}'): $(jp "$ns" web '{.status.restoreRequest.message}')"
+  [[ $(kubectl -n "$ns" get statefulset web -o jsonpath='{.spec.replicas}') == 0 ]] || { echo "the app runs on a mix"; return 1; }
+  [[ $(cat "$b/marker") == "after the backup" ]] || return 1
+
+  # The node back (a node of that name registers again): asked once more, restored.
+  "$E2E_ROOT/e2e/cluster" add-node || return 1
+  "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --timeout 5m || { on_fail "$ns"; return 1; }
+  for volume in "$a" "$b"; do
+    [[ $(cat "$volume/marker") == "before the backup" ]] || { echo "$volume: $(cat "$volume/marker")"; on_fail "$ns"; return 1; }
+  done
+  wait_for "web Ready again" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+}
+
+# deletion_waits_for_pod_of_gone_node NS NAME POD: status says deletion waits for POD, and
+# what to do if its node is gone.
+deletion_waits_for_pod_of_gone_node() {
+  local message
+  message=$(jp "$1" "$2" '{.status.conditions[?(@.type=="Ready")].message}')
+  [[ $message == "deletion waits for "*"pod $3"*"a node that is gone for good"* ]] || { echo "Ready: $message"; return 1; }
+}
+
+# Node b removed for good (its kubelet stopped, its Node object deleted) under an app whose
+# data is there: deletion says meanwhile what it waits for, and ends by itself once the
+# cluster gives up the gone node's pods (the pod garbage collector deletes them), without a
+# wipe Job that could never run there; the event says the data was left, under a directory
+# named by the deleted app's uid that no later app is given. Last, as the node stays gone.
+test_deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for() {
+  local ns
+  ns=$(new_ns gone)
+  trap "cleanup_ns '$ns'" EXIT
+  move_reconciler_to "$NODE_A" || return 1
+  app_yaml web "{\"replicas\": 1, \"backupSchedule\": \"0 0 1 1 *\", \"nodeSelector\": {\"kubernetes.io/hostname\": \"$NODE_B\"}}" |
+    kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "web Ready" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+  [[ $(pinned_node "$ns" web) == "$NODE_B" && $(node_of_pod "$ns" web-0) == "$NODE_B" ]] ||
+    { echo "web is not on $NODE_B"; on_fail "$ns"; return 1; }
+  local live
+  live=$(data_dir "$ns" web 0)
+  wait_for "web-0 wrote" 60 lines_at_least "$live/stateful.log" 1 || return 1
+
+  "$E2E_ROOT/e2e/cluster" remove-node || return 1
+  local gone=$SECONDS
+  kubectl -n "$ns" delete hellostateful web --wait=false >/dev/null
+  wait_for "deletion saying it waits for web-0" 60 deletion_waits_for_pod_of_gone_node "$ns" web web-0 ||
+    { on_fail "$ns"; return 1; }
+  wait_for "web deleted" 300 bash -c "! kubectl -n $ns get hellostateful web >/dev/null 2>&1" ||
+    { on_fail "$ns"; return 1; }
+  echo "deleted $((SECONDS - gone)) s after its node was"
+  local skipped
+  skipped=$(kubectl -n "$ns" get events --field-selector reason=WipeSkipped -o jsonpath='{.items[*].message}')
+  echo "event: $skipped"
+  [[ $skipped == *"its node $NODE_B is gone"* ]] || return 1
+  [[ -z $(kubectl -n "$ns" get jobs -o name) ]] || { echo "Jobs made for a gone node: $(kubectl -n "$ns" get jobs -o name)"; return 1; }
+  if kubectl get pv "hellostateful.$ns.web.0" >/dev/null 2>&1; then echo "web's volume was not released"; return 1; fi
+  [[ -s $live/stateful.log ]] || { echo "the data was not left in $live"; return 1; }
+}
+
 trap teardown EXIT
 setup || { echo "multinode: 0 passed, 1 failed"; exit 1; }
 run_test the_whole_job_runs_on_the_second_node test_the_whole_job_runs_on_the_second_node
@@ -397,4 +534,7 @@ beside run_test replicas_on_two_nodes_are_backed_up_and_restored_in_parts_throug
 run_test dynamic_volumes_follow_node_directory_backups test_dynamic_volumes_follow_node_directory_backups
 run_test replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot
 wait_beside
+# Last: these remove the second node (the first adds it back).
+run_test a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix test_a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix
+run_test deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for test_deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for
 summary
