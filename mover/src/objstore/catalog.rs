@@ -173,6 +173,13 @@ pub fn delete(store: &Store, id: &BackupId, force: bool) -> Result<DeleteOutcome
             collected.objects, collected.bytes
         );
     }
+    if collected.recent > 0 {
+        eprintln!(
+            "note: {} contents no backup names any more were stored within the last {} hour(s); a later prune or backup deletes them",
+            collected.recent,
+            super::collect::GRACE.num_hours()
+        );
+    }
     Ok(DeleteOutcome {
         deleted: id.to_string(),
         kept: ids

@@ -35,6 +35,9 @@ const UNRENEWED_STALE: TimeDelta = TimeDelta::hours(13);
 const LEASED: &str = ".lease";
 /// How often a waiting backup looks again.
 const POLL: Duration = Duration::from_secs(2);
+/// Contents stored this recently are never collected, named or not: they may be the
+/// uploads of a backup whose lock a listing that lags did not show yet.
+pub(super) const GRACE: TimeDelta = TimeDelta::hours(1);
 
 /// How a mover keeps its locks fresh, and how long another's stays fresh unrenewed.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +88,8 @@ struct Locks {
     fresh: Vec<ObjectMeta>,
     /// Left by a mover that was killed.
     stale: Vec<ObjectMeta>,
+    /// The store's time, as near as the listing tells.
+    now: DateTime<Utc>,
 }
 
 impl Store {
@@ -149,7 +154,7 @@ impl Store {
             .into_iter()
             .filter(|l| !mine.contains(&&l.location))
             .partition(|l| is_fresh(l, now, self.lease.duration));
-        Ok(Locks { fresh, stale })
+        Ok(Locks { fresh, stale, now })
     }
 }
 
@@ -201,6 +206,8 @@ pub struct Collected {
     pub bytes: u64,
     /// True if a backup or another collection ran, so nothing was deleted.
     pub busy: bool,
+    /// Contents no snapshot names, left for a later collection: stored too recently.
+    pub recent: u64,
 }
 
 /// Deletes the contents no snapshot names, unless another mover holds a lock (`own` is the
@@ -262,7 +269,8 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
         .collect();
     // Reading every manifest took a while: a backup that began meanwhile (and saw no lock
     // of this collection in a listing that lagged) may already reuse what is unnamed.
-    if !store.other_locks(&mine)?.fresh.is_empty() {
+    let locks = store.other_locks(&mine)?;
+    if !locks.fresh.is_empty() {
         return busy();
     }
     let mut collected = Collected::default();
@@ -272,6 +280,10 @@ pub(crate) fn collect(store: &Store, own: Option<&Lock<'_>>) -> Result<Collected
             .filename()
             .is_some_and(|name| !named.contains(name))
         {
+            if locks.now - object.last_modified < store.collect_grace {
+                collected.recent += 1;
+                continue;
+            }
             store.delete_key(&object.location)?;
             collected.objects += 1;
             collected.bytes += object.size;
@@ -552,6 +564,35 @@ pub(super) mod tests {
         assert!(
             error.contains(&format!("backups delete app {damaged}")),
             "says how to get rid of it: {error}"
+        );
+    }
+
+    /// Contents stored within the grace period are left, named or not (they may be the
+    /// uploads of a backup whose lock a lagging listing did not show), and collected once
+    /// older.
+    #[test]
+    fn recently_stored_contents_are_left_for_a_later_collection() {
+        let mut store = Store::in_memory("ns", "app");
+        store.collect_grace = GRACE;
+        let volume = volume_with(&[("a", "first")]);
+        super::super::backup(&store, &options(volume.path())).expect("first backup");
+        std::fs::write(volume.path().join("0/a"), "second").expect("change");
+        super::super::backup(&store, &options(volume.path())).expect("second backup");
+        let outcome = super::super::prune(&store, 1).expect("prune");
+        let collected = outcome.collected.expect("collected");
+        assert_eq!(
+            (collected.objects, collected.recent),
+            (0, 1),
+            "{collected:?}"
+        );
+        assert_eq!(contents(&store).len(), 2, "nothing deleted");
+
+        store.collect_grace = TimeDelta::zero();
+        let collected = collect(&store, None).expect("collect");
+        assert_eq!(
+            (collected.objects, collected.recent),
+            (1, 0),
+            "{collected:?}"
         );
     }
 }

@@ -151,6 +151,8 @@ pub struct Store {
     app: App,
     /// How this mover's locks are kept fresh, and when others' are stale.
     lease: collect::Lease,
+    /// How recently stored contents a collection leaves, named or not.
+    collect_grace: chrono::TimeDelta,
 }
 
 impl Store {
@@ -225,6 +227,7 @@ impl Store {
             objects: Arc::new(PrefixStore::new(s3, below.as_str())),
             app,
             lease: collect::Lease::default(),
+            collect_grace: collect::GRACE,
         })
     }
 
@@ -241,6 +244,8 @@ impl Store {
             objects: Arc::new(object_store::memory::InMemory::new()),
             app: App::new("s3://test", namespace, name).expect("app"),
             lease: collect::Lease::default(),
+            // Tests collect what they just stored (the grace has a test of its own).
+            collect_grace: chrono::TimeDelta::zero(),
         }
     }
 
