@@ -951,4 +951,39 @@ mod tests {
             assert_eq!(check_copy(&before, &after, 10), CopyCheck::Changed);
         }
     }
+
+    /// A file deeper than PATH_MAX below its volume is backed up to a node directory and
+    /// restored (a single `openat2` of its path fails).
+    #[test]
+    fn a_file_deeper_than_path_max_is_backed_up_and_restored() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let source = tmp.path().join("src");
+        std::fs::create_dir_all(source.join("0")).expect("mkdir");
+        let volume = Dir::open_trusted(&source.join("0")).expect("open");
+        let deep = crate::confined::tests::deeper_than_path_max().join("f");
+        let parent = deep.parent().expect("parent");
+        volume.make_dirs(parent).expect("mkdir");
+        volume.write_file(&deep, b"deep").expect("write");
+        let app = crate::App::new(tmp.path().join("backups"), "ns", "app").expect("app");
+        let options = BackupOptions {
+            source: source.clone(),
+            keep_last: None,
+            lock_wait: std::time::Duration::ZERO,
+            max_bytes: None,
+        };
+        let report = backup(&app, &options).expect("backup");
+        assert_eq!(report.files, 1, "{report:?}");
+
+        volume.write_file(&deep, b"changed").expect("change");
+        let restore = crate::RestoreOptions {
+            dest: source,
+            from: crate::Selector::Latest,
+            if_exists: false,
+            lock_wait: std::time::Duration::ZERO,
+            commit_note: None,
+        };
+        crate::restore(&app, &restore).expect("restore");
+        let volume = Dir::open_trusted(&tmp.path().join("src/0")).expect("open");
+        assert_eq!(volume.read_file(&deep).expect("read"), b"deep");
+    }
 }

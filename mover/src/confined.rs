@@ -151,6 +151,27 @@ fn two_paths(
     }
 }
 
+/// The longest relative path resolved by one `openat2` (PATH_MAX is 4096 bytes): deeper
+/// paths are resolved a part at a time.
+const ONE_RESOLVE: usize = 2048;
+
+/// `openat2` of `rel` beneath `at`, never through a symlink, retried on concurrent renames.
+fn openat2_beneath(
+    at: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(at, rel, flags | OFlags::CLOEXEC, mode, RESOLVE) {
+            // The kernel saw a concurrent rename it could not rule out; try again.
+            Err(Errno::AGAIN) if tries < RACE_RETRIES => tries += 1,
+            other => return other.map_err(Into::into),
+        }
+    }
+}
+
 /// Refuses anything but plain names separated by `/`: no `..`, no root, no empty path.
 fn check_rel(rel: &Path) -> io::Result<()> {
     let plain = rel.components().all(|c| matches!(c, Component::Normal(_)));
@@ -221,17 +242,29 @@ impl Dir {
         &self.path
     }
 
-    /// `openat2` beneath this directory, never through a symlink.
+    /// `openat2` beneath this directory, never through a symlink. A path longer than one
+    /// call takes is resolved a part at a time, each beneath the directory the one before
+    /// opened (a tenant's pod can move a directory only within its volume).
     fn resolve(&self, rel: &Path, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
         check_rel(rel)?;
-        let mut tries = 0;
-        loop {
-            match rustix::fs::openat2(&self.fd, rel, flags | OFlags::CLOEXEC, mode, RESOLVE) {
-                // The kernel saw a concurrent rename it could not rule out; try again.
-                Err(Errno::AGAIN) if tries < RACE_RETRIES => tries += 1,
-                other => return other.map_err(Into::into),
+        let mut names = rel.iter().peekable();
+        let mut base: Option<OwnedFd> = None;
+        let mut part = PathBuf::new();
+        while let Some(name) = names.next() {
+            let fits = part.as_os_str().len() + 1 + name.len() <= ONE_RESOLVE;
+            if !fits && !part.as_os_str().is_empty() {
+                let dir = OFlags::RDONLY | OFlags::DIRECTORY;
+                let at = base.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+                base = Some(openat2_beneath(at, &part, dir, Mode::empty())?);
+                part.clear();
+            }
+            part.push(name);
+            if names.peek().is_none() {
+                let at = base.as_ref().map_or(self.fd.as_fd(), AsFd::as_fd);
+                return openat2_beneath(at, &part, flags, mode);
             }
         }
+        Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty path"))
     }
 
     /// Runs `f` on the directory holding `rel` (resolved beneath) and `rel`'s last name.
@@ -671,9 +704,52 @@ fn empty_dir(dir: BorrowedFd<'_>, may_chmod: bool) -> io::Result<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    /// A relative directory path of 20 names of 252 bytes: longer than PATH_MAX (4096), so
+    /// no single `openat2` resolves it.
+    pub(crate) fn deeper_than_path_max() -> PathBuf {
+        (0..20)
+            .map(|n| format!("{n:02}{}", "d".repeat(250)))
+            .collect()
+    }
+
+    #[test]
+    fn a_path_longer_than_path_max_is_resolved_a_part_at_a_time_and_stays_confined() {
+        let (tmp, root) = setup();
+        let deep = deeper_than_path_max();
+        assert!(deep.as_os_str().len() > 4096);
+        root.make_dirs(&deep).expect("make the directories");
+        let file = deep.join("f");
+        root.write_file(&file, b"deep").expect("write");
+        assert_eq!(root.read_file(&file).expect("read"), b"deep");
+        let mut found = Vec::new();
+        root.walk(
+            |_| false,
+            |rel, inode| {
+                if inode.kind == FileType::RegularFile && rel.starts_with(&deep) {
+                    found.push((rel.to_owned(), inode.size));
+                }
+                Ok(())
+            },
+        )
+        .expect("walk");
+        assert_eq!(found, [(file.clone(), 4)]);
+
+        // A symlink where one part ends and the next begins is refused like any other.
+        let names: Vec<_> = deep.iter().collect();
+        let (first, rest): (PathBuf, PathBuf) =
+            (names[..8].iter().collect(), names[8..].iter().collect());
+        let moved = tmp.path().join("outside/moved");
+        std::fs::rename(tmp.path().join("root").join(&first), &moved).expect("move away");
+        symlink(&moved, tmp.path().join("root").join(&first)).expect("symlink");
+        let error = root
+            .read_file(first.join(rest).join("f"))
+            .expect_err("refused");
+        assert!(error.to_string().contains("symlink"), "{error}");
+    }
 
     fn setup() -> (tempfile::TempDir, Dir) {
         let tmp = tempfile::tempdir().expect("tempdir");

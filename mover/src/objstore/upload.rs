@@ -801,4 +801,23 @@ mod tests {
         let verified = super::super::verify(&store, &Selector::Latest).expect("verify");
         assert!(verified.problems.is_empty(), "{:?}", verified.problems);
     }
+
+    /// A file deeper than PATH_MAX below its volume is sent and verifies (a single
+    /// `openat2` of its path fails).
+    #[test]
+    fn a_file_deeper_than_path_max_is_backed_up() {
+        let store = Store::in_memory("ns", "app");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join("0")).expect("mkdir");
+        let volume = Dir::open_trusted(&tmp.path().join("0")).expect("open");
+        let deep = crate::confined::tests::deeper_than_path_max().join("f");
+        volume
+            .make_dirs(deep.parent().expect("parent"))
+            .expect("mkdir");
+        volume.write_file(&deep, b"deep").expect("write");
+        let report = backup(&store, &options(tmp.path())).expect("backup");
+        assert_eq!((report.files, report.bytes), (1, 4), "{report:?}");
+        let verified = super::super::verify(&store, &Selector::Latest).expect("verify");
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+    }
 }
