@@ -30,6 +30,28 @@ pub const SETTINGS: &str = "hellostateful-settings";
 /// Pod template annotation of the reconciler: a hash of the settings it reads.
 pub const SETTINGS_HASH: &str = "hello-stateful.example.com/settings-hash";
 
+/// The oldest Kubernetes minor (of 1.x) the manifests need: ValidatingAdmissionPolicy v1
+/// (with parameters and match conditions) is served from 1.30.
+pub const MINIMUM_MINOR: u32 = 30;
+
+/// Refuses a cluster older than 1.[`MINIMUM_MINOR`], by the version its API server reports.
+/// A version it cannot read (a distribution's own scheme) passes: the kinds themselves are
+/// looked up before anything is applied.
+pub fn check_minimum_version(major: &str, minor: &str) -> Result<(), String> {
+    // Distributions append to the minor ("31+", "30-gke.100").
+    let number = |text: &str| {
+        let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    };
+    match (number(major), number(minor)) {
+        (Some(1), Some(minor)) if minor < MINIMUM_MINOR => Err(format!(
+            "hellostateful needs Kubernetes 1.{MINIMUM_MINOR} or later (ValidatingAdmissionPolicy v1), \
+             and this cluster runs {major}.{minor}: nothing was applied"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The manifests, in the order they are applied (as manifests/kustomization.yaml lists them).
 pub const MANIFESTS: &[(&str, &str)] = &[
     (
@@ -410,6 +432,12 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         };
     }
     let kube = ctx.connect().await?;
+    let version = kube
+        .client
+        .apiserver_version()
+        .await
+        .map_err(|e| explain(e, &Action::new("read", "the cluster's version")))?;
+    check_minimum_version(&version.major, &version.minor).map_err(CliError::Failed)?;
     let (settings, kept) = settings_to_apply(cluster_settings(&kube.client).await?, flags);
     let docs = documents(args.image.as_deref(), &settings)?;
     // Every kind is looked up before anything is applied: a cluster that lacks one (the
@@ -420,7 +448,7 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
             Some(api) => apis.push(api),
             None => {
                 return Err(CliError::Failed(format!(
-                    "this cluster does not serve {} ({}), which {} needs (Kubernetes 1.30 or later): nothing was applied",
+                    "this cluster does not serve {} ({}), which {} needs (Kubernetes 1.{MINIMUM_MINOR} or later): nothing was applied",
                     doc["kind"].as_str().unwrap_or_default(),
                     doc["apiVersion"].as_str().unwrap_or_default(),
                     display_name(doc)
@@ -736,6 +764,25 @@ mod tests {
         assert_eq!(cannot_start(&first), None);
         assert!(waiting_reason(&first).is_some_and(|why| why.contains("no such host")));
         assert_eq!(waiting_reason(&pod_waiting("", "")), None);
+    }
+
+    #[test]
+    fn clusters_older_than_the_minimum_are_refused_with_both_versions() {
+        let refused = check_minimum_version("1", "29").expect_err("too old");
+        assert!(
+            refused.contains("Kubernetes 1.30 or later") && refused.contains("runs 1.29"),
+            "{refused}"
+        );
+        assert!(check_minimum_version("1", "30").is_ok());
+        assert!(check_minimum_version("1", "34+").is_ok());
+        assert!(
+            check_minimum_version("1", "29+").is_err(),
+            "a distribution's suffix"
+        );
+        assert!(
+            check_minimum_version("", "").is_ok(),
+            "unknown: the kinds decide"
+        );
     }
 
     #[test]
