@@ -277,7 +277,8 @@ return once it is asked for).",
         long_about = "Delete a HelloStateful app with its StatefulSet, Service, CronJob and \
 Jobs, and wait until the reconciler has cleaned up (--wait=false to return at once). On \
 static volumes the reconciler wipes the app's live data: what is on them is gone. Claims of \
-a StorageClass are kept with their data, as a StatefulSet keeps them. Its backups are kept \
+a StorageClass are deleted with the app, and their data as the class's reclaim policy says \
+(Delete, the usual one: gone for good). Its backups are kept \
 (and, for a node directory, its backup claim backups-NAME): create the app again with \
 --restore-from-existing to get its data back. With --delete-backups the reconciler deletes \
 the backups as well, and nothing of the app can be recovered. Warns when the reconciler is \

@@ -39,7 +39,7 @@ pub fn backups_place(app: &HelloStateful, namespace: &str) -> String {
 }
 
 /// What happens to the app's live data when it is deleted, in words: static volumes are
-/// wiped by the reconciler; claims of a StorageClass stay, as a StatefulSet leaves them.
+/// wiped by the reconciler; claims of a StorageClass go with the app.
 pub fn live_data_fate(app: &HelloStateful) -> String {
     match app.spec.storage_class() {
         None => "Its live data is wiped.".to_string(),
