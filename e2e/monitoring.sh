@@ -4,7 +4,8 @@
 # Prometheus (Debian's) scrapes the reconciler in the test cluster with the alerts loaded,
 # sees an app's per-app series, every metric the alerts and the Grafana dashboard name is
 # one the reconciler exports, every dashboard query runs, no alert fires while all is well,
-# and a failed restore fires its alert.
+# a failed restore fires its alert, and an app whose scheduled backups keep failing has its
+# overdue alert pending until one succeeds.
 set -uo pipefail
 E2E_SUITE=monitoring
 # shellcheck source=lib.sh
@@ -95,7 +96,7 @@ series_of() {
 test_a_real_prometheus_scrapes_the_reconciler_with_the_alerts_loaded() {
   local ns ip
   ns=$(new_ns mon)
-  trap "[[ -z \${PROMETHEUS_PID:-} ]] || kill \$PROMETHEUS_PID 2>/dev/null; cleanup_ns '$ns'" EXIT
+  trap "[[ -z \${PROMETHEUS_PID:-} ]] || kill \$PROMETHEUS_PID 2>/dev/null; cleanup_ns '$ns'; umount '$SMALL_ROOT/$ns' 2>/dev/null; rmdir '$SMALL_ROOT/$ns' 2>/dev/null" EXIT
   app_yaml watched '{"replicas": 1, "backupSchedule": "0 0 1 1 *"}' | kubectl -n "$ns" apply -f - >/dev/null
   ip=$(kubectl -n "$RECONCILER_NS" get service hellostateful-reconciler-metrics -o jsonpath='{.spec.clusterIP}')
   # The job name is the one the ServiceMonitor gives (the Service's), which the alerts use.
@@ -129,6 +130,32 @@ EOF
     { on_fail "$ns"; return 1; }
   wait_for "HelloStatefulRestoreFailed firing" 60 restore_alert_firing ||
     { prometheus_api alerts; prometheus_api 'query?query=hellostateful_restores_total'; return 1; }
+
+  # Scheduled backups that keep failing (their target's filesystem is too small): the
+  # overdue rule holds on the real metric, so its alert is pending (it fires once pending for
+  # its `for: 5m`, as promtool's tests check), and it is gone once a backup succeeds.
+  mkdir -p "$SMALL_ROOT/$ns"
+  mount -t tmpfs -o size=256k tmpfs "$SMALL_ROOT/$ns" || return 1
+  app_yaml late "{\"replicas\": 1, \"backupSchedule\": \"* * * * *\", \"backup\": {\"target\": {\"hostPath\": \"$SMALL_ROOT\"}}}" |
+    kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "late Ready" 120 app_ready "$ns" late || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec late-0 -c app -- dd if=/dev/urandom of=/usr/share/hello/big bs=1024 count=1024 2>/dev/null
+  wait_for "HelloStatefulBackupOverdue pending for late" 300 overdue_alert "$ns" late pending ||
+    { prometheus_api alerts; on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec late-0 -c app -- rm /usr/share/hello/big
+  wait_for "HelloStatefulBackupOverdue gone once a backup succeeded" 180 no_overdue_alert "$ns" late ||
+    { prometheus_api alerts; on_fail "$ns"; return 1; }
+}
+# overdue_alert NS NAME STATE: HelloStatefulBackupOverdue is in STATE for app NS/NAME.
+overdue_alert() {
+  prometheus_api alerts | jq -e --arg ns "$1" --arg name "$2" --arg state "$3" '[.data.alerts[] | select(
+    .labels.alertname == "HelloStatefulBackupOverdue" and .labels.namespace == $ns
+    and .labels.name == $name and .state == $state)] | length == 1' >/dev/null
+}
+no_overdue_alert() {
+  prometheus_api alerts | jq -e --arg ns "$1" --arg name "$2" '[.data.alerts[] | select(
+    .labels.alertname == "HelloStatefulBackupOverdue" and .labels.namespace == $ns
+    and .labels.name == $name)] | length == 0' >/dev/null
 }
 restore_alert_firing() {
   prometheus_api alerts | jq -e '[.data.alerts[] | select(.labels.alertname == "HelloStatefulRestoreFailed"
