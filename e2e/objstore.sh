@@ -52,6 +52,12 @@ test_data_comes_back_from_the_store_alone() {
   id=$(jp "$ns" hello '{.status.backupRequest.backupId}')
   keys tenant-a "e2e/$ns/hello/snapshots/" | grep -qx "e2e/$ns/hello/snapshots/$id.json"
   [[ -z $(backups_of "$ns" hello) ]] || { echo "a node-directory backup was made"; return 1; }
+  # Every object went with the checksum of its payload, which the store checked and kept.
+  local object
+  for object in $(keys tenant-a "e2e/$ns/hello/" | grep -E '/(snapshots|packs)/'); do
+    s3 HEAD "tenant-a/$object" -I -H "x-amz-checksum-mode: ENABLED" | grep -qi '^x-amz-checksum-crc64nvme:' ||
+      { echo "$object was stored without a checksum"; return 1; }
+  done
 
   kubectl -n "$ns" delete hellostateful hello --wait=true --timeout=120s >/dev/null
   rm -rf "${HOSTPATH_ROOT:?}/$ns" "${BACKUP_ROOT:?}/$ns"

@@ -201,8 +201,12 @@ impl Store {
             .with_secret_access_key(&config.secret_access_key)
             .with_virtual_hosted_style_request(false)
             // Contents are checked by their BLAKE3 on every restore and verify: hashing each
-            // payload again with SHA-256 for the signature only slows the upload.
+            // payload again with SHA-256 for the signature only slows the upload. What travels
+            // is still checked end to end: each request carries the payload's CRC-64/NVME
+            // (cheap, SIMD), and the store refuses one that does not match (BadDigest), so
+            // nothing damaged on the way is stored.
             .with_unsigned_payload(true)
+            .with_checksum_algorithm(object_store::aws::Checksum::CRC64NVME)
             .with_retry(retry)
             .with_client_options(client)
             .build()
