@@ -124,7 +124,7 @@ spec:
         - {name: backups, mountPath: /backup/$attacker/db}
         - {name: data, mountPath: /data/0}
   volumes:
-    - {name: backups, persistentVolumeClaim: {claimName: backups-db}}
+    - {name: backups, persistentVolumeClaim: {claimName: backups-db, readOnly: true}}
     - {name: data, persistentVolumeClaim: {claimName: data-db-0}}
 EOF
   wait_for "snoop pod finished" 90 bash -c "[[ \$(kubectl -n '$attacker' get pod snoop -o jsonpath='{.status.phase}') == Succeeded ]]" ||
@@ -362,6 +362,95 @@ test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups() {
   has_backup "$ns" app
 }
 
+# writer_pod NAME IMAGE ARGS-JSON [READ-ONLY [INIT-CONTAINERS-JSON]]: a pod that mounts the
+# backup claim of app db.
+writer_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  restartPolicy: Never
+  securityContext: {seccompProfile: {type: RuntimeDefault}}
+  initContainers: ${5:-[]}
+  containers:
+    - name: c
+      image: $2
+      args: $3
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+      volumeMounts: [{name: backups, mountPath: /backup}]
+  volumes: [{name: backups, persistentVolumeClaim: {claimName: backups-db, readOnly: ${4:-false}}}]
+YAML
+}
+
+# The app's backup claim is an ordinary claim of the tenant's namespace; only the mover may
+# write through it. The tenant's pods and workloads mount it read-only, except the plugin's
+# `backups delete` (the mover image the claim names, running delete), which still works as
+# the tenant; the claim cannot be stripped of the label that makes it the policy's concern,
+# nor an ephemeral container added to a pod that writes it.
+test_a_tenants_pods_write_its_backups_only_to_delete_one() {
+  local ns kubeconfig image older newer ids refusal="holds the backups of hellostateful app db"
+  tenant writer; ns=$TNS; kubeconfig=$TKC
+  as "$kubeconfig" apply -f - >/dev/null <<<"$(app_yaml db '{"replicas": 1}')"
+  wait_for "db ready" 120 app_ready "$ns" db || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" db backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" db backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  image=$(kubectl -n "$ns" get pvc backups-db -o jsonpath='{.metadata.annotations.hello-stateful\.example\.com/mover-image}')
+  [[ -n $image ]] || { kubectl -n "$ns" get pvc backups-db -o yaml; return 1; }
+
+  local sh='["sh", "-c", "head -c 1000000 /dev/zero > /backup/filler"]'
+  expect_fail "$refusal" as "$kubeconfig" create --dry-run=server -f - <<<"$(writer_pod fill busybox:1.36 "$sh")"
+  as "$kubeconfig" create --dry-run=server -f - >/dev/null <<<"$(writer_pod read busybox:1.36 '["ls", "/backup"]' true)" ||
+    { echo "a read-only mount was refused"; return 1; }
+  # The mover image itself, for anything but delete, or with company.
+  expect_fail "$refusal" as "$kubeconfig" create --dry-run=server -f - <<<"$(writer_pod m "$image" '["backup", "--target=/backup"]')"
+  expect_fail "$refusal" as "$kubeconfig" create --dry-run=server -f - \
+    <<<"$(writer_pod m "$image" '["delete", "--target=/backup"]' false '[{name: i, image: busybox:1.36, command: ["true"]}]')"
+  as "$kubeconfig" create --dry-run=server -f - >/dev/null <<<"$(writer_pod m "$image" '["delete", "--target=/backup"]')" ||
+    { echo "the plugin's delete pod was refused"; return 1; }
+  # Workloads' pod templates alike.
+  expect_fail "$refusal" as "$kubeconfig" create --dry-run=server -f - <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: fill}
+spec:
+  selector: {matchLabels: {a: fill}}
+  template:
+    metadata: {labels: {a: fill}}
+$(writer_pod fill busybox:1.36 "$sh" | sed -n '/^spec:/,$p' | sed 's/^/    /; s/restartPolicy: Never/restartPolicy: Always/')
+YAML
+  expect_fail "$refusal" as "$kubeconfig" create --dry-run=server -f - <<YAML
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: fill}
+spec:
+  schedule: "* * * * *"
+  jobTemplate:
+    spec:
+      template:
+$(writer_pod fill busybox:1.36 "$sh" | sed -n '/^spec:/,$p' | sed 's/^/        /')
+YAML
+  # The label that makes the claim the policy's cannot be taken away.
+  expect_fail "is the hellostateful reconciler's" \
+    as "$kubeconfig" label pvc backups-db app.kubernetes.io/managed-by-
+  # A pod that writes the claim (an admin's here) takes no ephemeral container from the
+  # tenant, even one the admin lets debug its pods (`edit` alone may not).
+  kubectl -n "$ns" create role debugger --verb=update,patch --resource=pods/ephemeralcontainers >/dev/null
+  kubectl -n "$ns" create rolebinding debugger --role=debugger --serviceaccount="$ns:tenant" >/dev/null
+  kubectl -n "$ns" create -f - >/dev/null <<<"$(writer_pod holder busybox:1.36 '["sleep", "600"]')"
+  wait_for "holder running" 60 bash -c "[[ \$(kubectl -n '$ns' get pod holder -o jsonpath='{.status.phase}') == Running ]]" ||
+    { on_fail "$ns"; return 1; }
+  expect_fail "$refusal" as "$kubeconfig" debug holder --image=busybox:1.36 -- true
+  kubectl -n "$ns" delete pod holder --wait=false >/dev/null
+
+  # The plugin's delete, as the tenant.
+  mapfile -t ids < <(backups_of "$ns" db)
+  older=${ids[0]} newer=${ids[1]}
+  KUBECONFIG=$kubeconfig "$HS_PLUGIN" backups delete db "$older" --yes | grep -q "1 left" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(backups_of "$ns" db) == "$newer" ]] || { backups_of "$ns" db; return 1; }
+}
+
 # look_alike_job NAME APP: a suspended Job that carries the reconciler's labels for app APP,
 # as the set Job of a backup in one part.
 look_alike_job() {
@@ -556,6 +645,7 @@ run_test look_alike_namespace_and_name_pairs_never_collide test_look_alike_names
 run_test delete_and_recreate_without_restore_starts_empty test_delete_and_recreate_without_restore_starts_empty
 run_test even_the_reconciler_cannot_write_outside_the_roots test_even_the_reconciler_cannot_write_outside_the_roots
 run_test a_tenant_cannot_forge_the_reconcilers_label test_a_tenant_cannot_forge_the_reconcilers_label
+run_test a_tenants_pods_write_its_backups_only_to_delete_one test_a_tenants_pods_write_its_backups_only_to_delete_one
 wait_beside
 run_test --alone a_tenants_oversized_apps_cost_the_reconciler_little test_a_tenants_oversized_apps_cost_the_reconciler_little
 run_test --alone the_admin_may_refuse_static_volumes_and_tolerations_and_bound_backups test_the_admin_may_refuse_static_volumes_and_tolerations_and_bound_backups

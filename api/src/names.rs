@@ -41,6 +41,10 @@ pub const DELETE_BACKUPS: &str = "hello-stateful.example.com/delete-backups";
 /// Annotation on a backup PersistentVolume: the uid of the namespace it was made for, so
 /// that a namespace deleted and created again by someone else never gets its backups.
 pub const NAMESPACE_UID_ANNOTATION: &str = "hello-stateful.example.com/namespace-uid";
+/// Annotation on an app's backup claim: the image of the reconciler's data mover. An admission
+/// policy lets a tenant's pod mount that claim for writing only to run this image's `delete`
+/// (the plugin's `backups delete`); every other pod of the tenant's mounts it read-only.
+pub const MOVER_IMAGE_ANNOTATION: &str = "hello-stateful.example.com/mover-image";
 /// Annotation on the StatefulSet: how the restore before the app's first start ended
 /// (`restored <id>` or `no-backup`). A durable record, so that any later pass finishes the
 /// status even when the write that should have done so was lost.

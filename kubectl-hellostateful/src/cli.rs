@@ -474,7 +474,8 @@ pub struct NameArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct ImageArgs {
     /// Image of the pod that reads the backups (default: the reconciler's, or the one
-    /// `install` deploys when the reconciler cannot be read)
+    /// `install` deploys when the reconciler cannot be read; to delete from a node
+    /// directory, the one its backup claim names, the only one allowed to write there)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
 }

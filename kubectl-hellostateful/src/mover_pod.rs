@@ -326,6 +326,26 @@ pub fn check_endpoint(
     }
 }
 
+/// For a task that writes a node directory's backups: the mover image the app's backup claim
+/// names, the only one the admission policy `hellostateful-backup-claims` lets a tenant's
+/// pod mount that claim for writing with.
+async fn claim_mover_image(
+    kube: &Kube,
+    name: &str,
+    source: &Source,
+    task: &Task,
+) -> Result<Option<String>, CliError> {
+    if !task.writes() || *source != Source::NodeDirectory {
+        return Ok(None);
+    }
+    Ok(backup_claim(kube, name).await?.and_then(|claim| {
+        claim
+            .metadata
+            .annotations?
+            .remove(names::MOVER_IMAGE_ANNOTATION)
+    }))
+}
+
 /// How the pod ended.
 pub enum Ended {
     /// It ran: whether it succeeded, and its log (the mover's JSON is the last line).
@@ -349,11 +369,14 @@ pub async fn run(
     }
     let image = match image {
         Some(image) => image.to_string(),
-        None => kube
-            .reconciler()
-            .await
-            .image()
-            .unwrap_or_else(crate::install::default_image),
+        None => match claim_mover_image(kube, name, source, task).await? {
+            Some(image) => image,
+            None => kube
+                .reconciler()
+                .await
+                .image()
+                .unwrap_or_else(crate::install::default_image),
+        },
     };
     let pod_name = format!(
         "hellostateful-catalog-{}",

@@ -184,7 +184,13 @@ pub fn backup_volume(
 
 /// The claim of the app's backup directory, bound to its `volume`. No owner reference: backups outlive the app
 /// (restore on re-creation, the catalog of a deleted app) until `delete --delete-backups`.
-pub fn backup_claim(app: &AppRef, volume: &str) -> Result<PersistentVolumeClaim, Error> {
+/// It names the `mover_image`, the one image the tenant's own pods may run with this claim
+/// mounted for writing (admission policy `hellostateful-backup-claims`).
+pub fn backup_claim(
+    app: &AppRef,
+    volume: &str,
+    mover_image: &str,
+) -> Result<PersistentVolumeClaim, Error> {
     build(json!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -192,6 +198,7 @@ pub fn backup_claim(app: &AppRef, volume: &str) -> Result<PersistentVolumeClaim,
             "name": names::backup_claim(&app.name),
             "namespace": app.namespace,
             "labels": names::labels(&app.name, Component::Backup),
+            "annotations": {(names::MOVER_IMAGE_ANNOTATION): mover_image},
         },
         "spec": {
             "accessModes": ["ReadWriteOnce"],
@@ -1218,10 +1225,14 @@ mod tests {
         );
         let claim_ref = spec.claim_ref.expect("claimRef");
         assert_eq!(claim_ref.name.as_deref(), Some("backups-hello"));
-        let claim = backup_claim(&app, &name).expect("claim");
+        let claim = backup_claim(&app, &name, "mover:1").expect("claim");
         assert!(
             claim.metadata.owner_references.is_none(),
             "backups outlive the app"
+        );
+        assert_eq!(
+            claim.annotations().get(names::MOVER_IMAGE_ANNOTATION),
+            Some(&"mover:1".to_string())
         );
         assert_eq!(claim.spec.expect("spec").volume_name, Some(name));
     }

@@ -1210,7 +1210,12 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         pass.record.status.node_name.clone(),
         namespace_uid,
     );
-    if let Some(action) = make_storage(pass, storage::plan(app, &location, &observed)?).await? {
+    if let Some(action) = make_storage(
+        pass,
+        storage::plan(app, &location, &observed, &pass.ctx.settings.mover_image)?,
+    )
+    .await?
+    {
         return Ok(action);
     }
     pass.record.status.backend_volumes = app.claims();

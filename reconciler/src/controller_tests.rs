@@ -401,6 +401,7 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
                 &children::backup_claim(
                     &app_ref,
                     &names::backup_volume("/tmp/backup", "ns1", "hello"),
+                    "mover:test",
                 )
                 .expect("backup claim"),
             ),
@@ -1291,6 +1292,7 @@ async fn deleting_an_app_with_its_backups_purges_them_and_releases_their_claim()
                 &children::backup_claim(
                     &app_ref,
                     &names::backup_volume("/tmp/backup", "ns1", "hello"),
+                    "mover:test",
                 )
                 .expect("claim"),
             ),
@@ -1799,8 +1801,9 @@ fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {
         let volume = children::backup_volume(&old, "/tmp/backup", "node-b", NAMESPACE_UID)
             .expect("old backup pv");
         let volume_name = names::backup_volume("/tmp/backup", "ns1", "old");
-        let mut claim =
-            value(&children::backup_claim(&old, &volume_name).expect("old backup claim"));
+        let mut claim = value(
+            &children::backup_claim(&old, &volume_name, "mover:test").expect("old backup claim"),
+        );
         claim["status"] = json!({"phase": "Bound"});
         api = api
             .on(

@@ -133,7 +133,11 @@ impl Children<'_> {
             );
             send!(
                 Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns),
-                children::backup_claim(app, &names::backup_volume(root, &ns, &app.name))
+                children::backup_claim(
+                    app,
+                    &names::backup_volume(root, &ns, &app.name),
+                    &settings.mover_image
+                )
             );
         }
         if let Some(schedule) = &spec.backup_schedule {

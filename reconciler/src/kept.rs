@@ -86,6 +86,18 @@ pub const LONGEST_KEPT_VALUE: usize = 253;
 /// option, and a few bytes whatever a tenant wrote.
 pub const OVERSIZED: &str = "an oversized value of ";
 
+/// The longest image reference kept as it is (a registry, a path, a tag and a digest).
+const LONGEST_IMAGE: usize = 1024;
+
+/// `value`, or when longer than `longest` bytes, what it is kept as instead.
+fn bounded(value: &str, longest: usize) -> String {
+    if value.len() > longest {
+        format!("{OVERSIZED}{} bytes", value.len())
+    } else {
+        value.to_owned()
+    }
+}
+
 /// What the cache keeps of an app's metadata, apart from its name, namespace, uid, owners
 /// and finalizers: no labels, no managedFields (kubectl's copy of the spec), and only the
 /// annotations passes read, each bounded. The spec is bounded by the CRD's schema; the
@@ -96,9 +108,7 @@ pub fn keep_app(meta: &mut ObjectMeta) {
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|key, _| APP_ANNOTATIONS.contains(&key.as_str()));
         for value in annotations.values_mut() {
-            if value.len() > LONGEST_KEPT_VALUE {
-                *value = format!("{OVERSIZED}{} bytes", value.len());
-            }
+            *value = bounded(value, LONGEST_KEPT_VALUE);
         }
     }
 }
@@ -346,6 +356,8 @@ pub struct ClaimView {
     pub storage: bool,
     pub volume_name: Option<String>,
     pub bound: bool,
+    /// The mover image its annotation names (a backup claim's; see `children::backup_claim`).
+    pub mover_image: Option<String>,
 }
 
 impl View for ClaimView {
@@ -356,6 +368,10 @@ impl View for ClaimView {
             storage: is_storage(&claim.metadata),
             volume_name: claim.spec.as_ref().and_then(|s| s.volume_name.clone()),
             bound: claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+            mover_image: claim
+                .annotations()
+                .get(names::MOVER_IMAGE_ANNOTATION)
+                .map(|image| bounded(image, LONGEST_IMAGE)),
         }
     }
 }

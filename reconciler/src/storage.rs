@@ -160,8 +160,14 @@ impl Plan {
     }
 }
 
-/// The writes that put the app's storage in place, from what is observed.
-pub fn plan(app: &AppRef, location: &BackupLocation, observed: &Observed) -> Result<Plan, Error> {
+/// The writes that put the app's storage in place, from what is observed. `mover_image`
+/// is the image the app's backup claim names (`children::backup_claim`).
+pub fn plan(
+    app: &AppRef,
+    location: &BackupLocation,
+    observed: &Observed,
+    mover_image: &str,
+) -> Result<Plan, Error> {
     let mut plan = Plan {
         writes: Vec::new(),
         node_name: NodeName::Keep,
@@ -256,7 +262,7 @@ pub fn plan(app: &AppRef, location: &BackupLocation, observed: &Observed) -> Res
         },
     };
     plan.node_name = NodeName::Set(node.clone());
-    backup_storage(app, root, &node, backup, plan)
+    backup_storage(app, root, &node, backup, mover_image, plan)
 }
 
 /// The node the app's pods must run on, if one. With dynamic volumes and backups in a node
@@ -315,6 +321,7 @@ fn backup_storage(
     root: &str,
     node: &str,
     backup: &BackupObserved,
+    mover_image: &str,
     mut plan: Plan,
 ) -> Result<Plan, Error> {
     let claim_name = names::backup_claim(&app.name);
@@ -366,9 +373,19 @@ fn backup_storage(
                 ),
             ));
         }
-        Some(_) => {
+        Some(claim) => {
             if released {
-                plan.writes.push(Write::Reopen(volume_name));
+                plan.writes.push(Write::Reopen(volume_name.clone()));
+            }
+            // Made by an earlier version, or before the mover image changed: the image the
+            // admission policy allows to write it is named again.
+            if claim.view.mover_image.as_deref() != Some(mover_image) {
+                plan.writes
+                    .push(Write::Claim(Box::new(children::backup_claim(
+                        app,
+                        &volume_name,
+                        mover_image,
+                    )?)));
             }
         }
         None => {
@@ -382,6 +399,7 @@ fn backup_storage(
                 .push(Write::Claim(Box::new(children::backup_claim(
                     app,
                     &volume_name,
+                    mover_image,
                 )?)));
         }
     }
@@ -504,14 +522,22 @@ mod tests {
             .collect()
     }
 
+    /// The mover image of the tests' settings.
+    const MOVER: &str = "mover:test";
+
     #[test]
     fn a_new_app_gets_a_volume_per_ordinal_on_a_node_it_can_run_on_then_its_claims() {
         let app = fixtures::app(json!({"replicas": 2}), json!({}));
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.nodes = vec![ready_node("node-b")];
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         assert_eq!(
             written(&plan),
             [
@@ -543,8 +569,13 @@ mod tests {
             children::claim(&app_ref, 0).expect("claim").keep(),
         ))];
         observed.status_node = Some("node-status".into());
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         assert!(plan.writes.is_empty(), "{:?}", written(&plan));
         assert_eq!(plan.node_name, NodeName::Set("node-old".into()));
         assert_eq!(plan.verdict, Verdict::Ready);
@@ -557,8 +588,13 @@ mod tests {
         let mut observed = nothing(&app);
         let old = deleting(children::volume(&app_ref, 1, "node-a").expect("volume"));
         observed.volumes = vec![Arc::new(old.keep())];
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         // Ordinal 0's volume is made meanwhile; nothing after the one that is going away.
         assert_eq!(
             written(&plan),
@@ -577,8 +613,13 @@ mod tests {
         observed.claims[0] = Some(Arc::new(
             deleting(children::claim(&app_ref, 0).expect("claim")).keep(),
         ));
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         assert!(matches!(
             plan.verdict,
             Verdict::Wait {
@@ -610,7 +651,7 @@ mod tests {
                 Some(Arc::new(ours.clone().keep())),
                 Some(Arc::new(other.keep())),
             ];
-            let plan = super::plan(&app_ref, &location, &observed).expect("plan");
+            let plan = super::plan(&app_ref, &location, &observed, MOVER).expect("plan");
             assert!(written(&plan).is_empty(), "{:?}", written(&plan));
             let Verdict::Wait { reason, message } = &plan.verdict else {
                 panic!("{:?}", plan.verdict);
@@ -630,7 +671,7 @@ mod tests {
                 children::claim(&app_ref, 1).expect("claim").keep(),
             )),
         ];
-        let plan = super::plan(&app_ref, &location, &observed).expect("plan");
+        let plan = super::plan(&app_ref, &location, &observed, MOVER).expect("plan");
         assert!(matches!(plan.verdict, Verdict::Ready), "{:?}", plan.verdict);
         assert!(written(&plan).is_empty());
     }
@@ -641,7 +682,7 @@ mod tests {
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.nodes = Vec::new();
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         assert!(plan.writes.is_empty());
         assert!(
             matches!(plan.verdict, Verdict::NoNode(_)),
@@ -659,8 +700,13 @@ mod tests {
         let app_ref = AppRef::new(&app).expect("app");
         let mut observed = nothing(&app);
         observed.status_node = Some("node-a".into());
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         assert_eq!(
             written(&plan),
             [format!("claim {}", names::claim("hello", 0))]
@@ -673,7 +719,7 @@ mod tests {
             claim: None,
             namespace_uid: "ns-uid".into(),
         });
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         assert_eq!(
             written(&plan),
             [
@@ -699,8 +745,13 @@ mod tests {
         let mut observed = nothing(&app);
         observed.nodes = vec![ready_node("node-a"), ready_node("node-b")];
         observed.restore_node = Some("node-b".into());
-        let plan =
-            super::plan(&app_ref, &BackupLocation::Claim("mine".into()), &observed).expect("plan");
+        let plan = super::plan(
+            &app_ref,
+            &BackupLocation::Claim("mine".into()),
+            &observed,
+            MOVER,
+        )
+        .expect("plan");
         assert_eq!(plan.node_name, NodeName::Set("node-b".into()));
     }
 
@@ -718,7 +769,7 @@ mod tests {
             claim: None,
             namespace_uid: "new-uid".into(),
         });
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         let Verdict::Refused { reason, message } = &plan.verdict else {
             panic!("refused: {:?}", plan.verdict);
         };
@@ -739,7 +790,7 @@ mod tests {
         // The claim names the volume of the root the app used before; none is at ROOT yet.
         let earlier = names::backup_volume("/srv/elsewhere", "ns1", "hello");
         let claim = Arc::new(
-            children::backup_claim(&app_ref, &earlier)
+            children::backup_claim(&app_ref, &earlier, MOVER)
                 .expect("claim")
                 .keep(),
         );
@@ -748,7 +799,7 @@ mod tests {
             claim: Some(claim),
             namespace_uid: "ns-uid".into(),
         });
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         let here = names::backup_volume(ROOT, "ns1", "hello");
         assert_eq!(
             written(&plan)[2..],
@@ -776,7 +827,7 @@ mod tests {
             backup.claim = None;
             backup.volume = Some(Arc::new(backup_volume(&app_ref, ROOT, "ns-uid").keep()));
         }
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         assert_eq!(
             written(&plan)[2..],
             [format!("claim {}", names::backup_claim("hello"))]
@@ -800,7 +851,7 @@ mod tests {
         if let Some(backup) = observed.backup.as_mut() {
             backup.volume = Some(Arc::new(released.keep()));
         }
-        let plan = super::plan(&app_ref, &node_root(), &observed).expect("plan");
+        let plan = super::plan(&app_ref, &node_root(), &observed, MOVER).expect("plan");
         assert_eq!(
             written(&plan)[2..],
             [
@@ -809,6 +860,52 @@ mod tests {
             ]
         );
         assert_eq!(plan.verdict, Verdict::Ready);
+    }
+
+    /// The backup claim names the image the admission policy lets a tenant's pod write it
+    /// with (the plugin's `backups delete`): a claim made by an earlier version, or before
+    /// the mover image changed, is applied again naming the current one, and left alone
+    /// once it does.
+    #[test]
+    fn a_backup_claim_names_the_current_mover_image() {
+        let app = fixtures::app(json!({"replicas": 1}), json!({}));
+        let app_ref = AppRef::new(&app).expect("app");
+        let volume = names::backup_volume(ROOT, "ns1", "hello");
+        let mut observed = nothing(&app);
+        let claim_of = |image: Option<&str>| {
+            let mut claim = children::backup_claim(&app_ref, &volume, "mover:old").expect("claim");
+            claim.metadata.annotations = image.map(|image| {
+                [(names::MOVER_IMAGE_ANNOTATION.to_string(), image.to_string())].into()
+            });
+            Arc::new(claim.keep())
+        };
+        let claims_written = |observed: &Observed| {
+            let plan = super::plan(&app_ref, &node_root(), observed, MOVER).expect("plan");
+            assert_eq!(plan.verdict, Verdict::Ready);
+            plan.writes
+                .iter()
+                .filter_map(|write| match write {
+                    Write::Claim(claim) if claim.name_any() == names::backup_claim("hello") => {
+                        Some(claim.annotations()[names::MOVER_IMAGE_ANNOTATION].clone())
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        for earlier in [None, Some("mover:old")] {
+            observed.backup = Some(BackupObserved {
+                volume: Some(Arc::new(backup_volume(&app_ref, ROOT, "ns-uid").keep())),
+                claim: Some(claim_of(earlier)),
+                namespace_uid: "ns-uid".into(),
+            });
+            assert_eq!(claims_written(&observed), [MOVER], "made with {earlier:?}");
+        }
+        observed.backup = Some(BackupObserved {
+            volume: Some(Arc::new(backup_volume(&app_ref, ROOT, "ns-uid").keep())),
+            claim: Some(claim_of(Some(MOVER))),
+            namespace_uid: "ns-uid".into(),
+        });
+        assert!(claims_written(&observed).is_empty());
     }
 
     #[test]
