@@ -178,6 +178,19 @@ pub fn stage_part(
 /// commit: says so.
 pub fn commit(store: &Store, set: &PartSet, replicas: u32) -> Result<RestoreOutcome> {
     let started = Instant::now();
+    // Committed by an earlier run of this set whose end went unrecorded (its Job made
+    // again once the first was gone, say): some volume may be swapped in already, so the
+    // commit stands, whatever the records say now, and its swaps finish it.
+    if let Some(committed) = store.get_json::<Committed>(&commit_key(set))? {
+        return Ok(RestoreOutcome::Restored(RestoreReport {
+            restored: true,
+            id: committed.id,
+            bytes: 0,
+            files: 0,
+            duration_ms: started.elapsed().as_millis() as u64,
+            ordinals: Vec::new(),
+        }));
+    }
     let mut parts = Vec::new();
     let mut missing = Vec::new();
     for ordinal in 0..replicas {
@@ -496,6 +509,37 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .next()
             .expect("one volume")
+    }
+
+    /// A set committed once, then run again (its Job made anew under the same name) with a
+    /// part that does not stage this time: the commit stands, and the swaps finish the set
+    /// on every volume. Refused, it removed the commit while a volume held the backup and
+    /// another would have its staging rolled back: the app on a mix.
+    #[test]
+    fn a_committed_set_run_again_stays_committed_whatever_its_parts_do() {
+        let store = Store::in_memory("ns", "app");
+        let pods = backed_up_then_changed(&store);
+        for pod in &pods {
+            stage_part(&store, &store, &restore_options(pod), &set("r1")).expect("stage");
+        }
+        let RestoreOutcome::Restored(first) = commit(&store, &set("r1"), 2).expect("commit") else {
+            panic!("nothing committed");
+        };
+        swap_in(&store, &pods[0], "r1").expect("swap 0");
+        // Run again: volume 1's part never stages (its node is gone, say).
+        store
+            .delete_key(&record_key(&set("r1"), 1))
+            .expect("record of ordinal 1 gone");
+        let RestoreOutcome::Restored(again) = commit(&store, &set("r1"), 2).expect("commit again")
+        else {
+            panic!("the commit was undone");
+        };
+        assert_eq!(again.id, first.id);
+        swap_in(&store, &pods[1], "r1").expect("swap 1 finishes the set");
+        assert_eq!(
+            (log(&pods[0], 0), log(&pods[1], 1)),
+            ("backed up 0".into(), "backed up 1".into())
+        );
     }
 
     #[test]
