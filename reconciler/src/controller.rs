@@ -1239,7 +1239,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         .as_ref()
         .and_then(|sts| sts.view.initial_restore.as_deref())
         .and_then(initial::Outcome::parse);
-    if !initialized && initial::wanted(app, &jobs) {
+    if !initialized && initial::wanted(app, &jobs, &pass.record.status) {
         match restore_first(pass, &jobs).await? {
             initial::Step::Wait(action) => return Ok(action),
             initial::Step::Done(outcome) => initial_outcome = Some(outcome),

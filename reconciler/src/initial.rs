@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use hellostateful_api::RequestPhase;
 use hellostateful_api::names::{self, Component};
 use hellostateful_api::summary::{self, RestoreSummary};
+use hellostateful_api::{HelloStatefulStatus, RequestPhase};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -26,6 +26,7 @@ use crate::location::BackupLocation;
 use crate::parts;
 use crate::reads::{Decision, Reads, Unread, decided};
 use crate::record::{Record, Tally, request};
+use crate::restores;
 
 /// The action label of initial restore Jobs (on-demand ones say "requested").
 pub const ACTION: &str = "created";
@@ -131,12 +132,31 @@ pub fn is_attempt(job: &Job, uid: &str) -> bool {
 /// writes, nor on a mix of volumes. An attempt that ended holds nothing, whatever Jobs of
 /// it stay for their TTL (a failed set's stage and undo parts, which succeeded): turning
 /// the restore off then starts the app on its empty volumes.
-pub fn wanted(app: &AppRef, jobs: &[Arc<Job>]) -> bool {
+///
+/// Jobs go (their TTL ends, someone deletes them), so the app's status holds it too: an
+/// attempt whose end no pass recorded yet (Restoring still True), or one that failed
+/// after it began replacing the live data (or without saying whether it did; recorded in
+/// `status.unfinishedRestore` until an attempt succeeds), runs on until a retry finishes
+/// it, turned off or not: the volumes may hold a mix.
+pub fn wanted(app: &AppRef, jobs: &[Arc<Job>], status: &HelloStatefulStatus) -> bool {
     let spec = &app.app.spec;
     let under_way = jobs.iter().any(|job| {
         is_attempt(job, &app.uid) && (jobs::is_active(job) || parts::mid_swap(job, jobs))
     });
-    spec.restore_from_existing || spec.restore_from.is_some() || under_way
+    let restoring = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::RESTORING);
+    let unrecorded = restoring.is_some_and(|c| c.status == "True");
+    let interrupted = restoring.is_some_and(|c| {
+        c.reason == "RestoreFailed" && c.message.contains(hellostateful_mover::SWAP_INTERRUPTED)
+    });
+    spec.restore_from_existing
+        || spec.restore_from.is_some()
+        || under_way
+        || unrecorded
+        || interrupted
+        || status.unfinished_restore.is_some()
 }
 
 /// For an app about to be made without a restore: if one could not run and was then turned
@@ -185,11 +205,11 @@ fn decide(
     let retry = record.restore_token(app.app);
     let find = |name: &str| jobs.iter().find(|job| job.name_any() == name);
     let already_failed = record.conditions().reason(conditions::RESTORING) == Some("RestoreFailed");
-    let first_failed = match find(&first) {
-        Some(job) => matches!(jobs::state(job), JobState::Failed(_)),
-        // Removed by its TTL after it failed: status still says so.
-        None => already_failed,
-    };
+    // Status says an attempt failed (whatever its Job's own state: a set whose commit is
+    // unknown failed though its Job succeeded), or the first attempt's Job failed and no
+    // pass said so yet: a new token retries.
+    let first_failed = already_failed
+        || find(&first).is_some_and(|job| matches!(jobs::state(job), JobState::Failed(_)));
     let (job_name, retrying) = match retry {
         Some(token) => {
             let name = names::initial_restore_job(&app.name, &app.uid, Some(token));
@@ -213,6 +233,20 @@ fn decide(
             let (state, swaps) = parts::restore_state(job, jobs, reads)?;
             (Some(state), swaps)
         }
+        // Made before (its parts are here), and gone (its TTL ended, or someone deleted
+        // it) before a pass recorded its end: its name is not made again beside its parts,
+        // and whether it committed is unknown. Once no part runs, it failed; a retry (a new
+        // token, a set of its own) finishes or undoes it first.
+        None if restores::has_parts(jobs, &job_name) => {
+            if restores::running(jobs).is_some() {
+                return Ok(Plan::waiting(Action::requeue(WAIT)));
+            }
+            let failed = format!(
+                "{}: Job {job_name} is gone (its TTL ended, or it was deleted) before its end was recorded, so whether it committed the restore is unknown",
+                hellostateful_mover::SWAP_INTERRUPTED
+            );
+            (Some(JobState::Failed(failed)), Vec::new())
+        }
         None => (None, Vec::new()),
     };
     match state {
@@ -226,6 +260,10 @@ fn decide(
                 ..Plan::waiting(Action::await_change())
             })
         }
+        // Another attempt's Job or part still runs (made by a pass whose status write was
+        // lost, before the token that replaced its own): one attempt at a time, each
+        // starting from what the one before left on the volumes.
+        None if restores::running(jobs).is_some() => Ok(Plan::waiting(Action::requeue(WAIT))),
         None => {
             if let Some(source) = &source
                 && let Some(missing) = missing_source_backups(app, location, source, reads)?
@@ -271,10 +309,19 @@ fn decide(
                 ..Plan::waiting(Action::requeue(WAIT))
             })
         }
+        // Another attempt's part still runs (an undo, say): the app starts once no mover
+        // writes its volumes.
+        Some(JobState::Succeeded) if restores::running(jobs).is_some() => {
+            Ok(Plan::waiting(Action::requeue(WAIT)))
+        }
         Some(JobState::Succeeded) => {
-            let summary = reads
+            let summary = match reads
                 .message(&job_name)?
-                .and_then(summary::parse_last_line::<RestoreSummary>);
+                .and_then(summary::parse_last_line::<RestoreSummary>)
+            {
+                Some(summary) => Some(summary),
+                None => swapped_in(&job_name, jobs, reads)?,
+            };
             let outcome = match summary {
                 Some(RestoreSummary {
                     restored: true, id, ..
@@ -291,6 +338,7 @@ fn decide(
             {
                 request.backup_id = Some(id.clone());
             }
+            record.status.unfinished_restore = None;
             Ok(Plan {
                 step: Step::Done(outcome),
                 ..Plan::waiting(Action::await_change())
@@ -302,17 +350,38 @@ fn decide(
             ..Plan::waiting(Action::await_change())
         }),
         Some(JobState::Failed(reason)) => {
-            let message = match find(&job_name) {
+            let interrupted = hellostateful_mover::SWAP_INTERRUPTED;
+            let mut message = match find(&job_name) {
                 Some(job) => parts::restore_failure(job, reason, jobs, reads)?,
                 None => reason,
             };
-            let instead = match requested {
-                Some(from) => format!(
-                    "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
-                    from.name
-                ),
-                None => "or set spec.restoreFromExisting to false to start without a restore"
-                    .to_string(),
+            // Recorded until an attempt succeeds: a later attempt that fails otherwise (its
+            // part on a lost node, say) leaves the earlier one unfinished all the same.
+            match &record.status.unfinished_restore {
+                Some(earlier) if *earlier != job_name && !message.contains(interrupted) => {
+                    message = format!(
+                        "{message}; and {interrupted} by the earlier restore Job {earlier}, which no attempt has finished since"
+                    );
+                }
+                None if message.contains(interrupted) => {
+                    record.status.unfinished_restore = Some(job_name.clone());
+                }
+                _ => {}
+            }
+            let instead = if message.contains(interrupted) {
+                format!(
+                    "as that restore must finish first: the volumes may hold the backup on some and not on others, and the app never starts on such a mix, even with the restore turned off. To start over instead, delete the app (`kubectl hellostateful delete {}`: its volumes go with it) and create it again",
+                    app.name
+                )
+            } else {
+                match requested {
+                    Some(from) => format!(
+                        "correct spec.restoreFrom if it names the wrong backup (`kubectl hellostateful backups {}` lists them) and retry, or remove spec.restoreFrom and set spec.restoreFromExisting to false to start without a restore",
+                        from.name
+                    ),
+                    None => "or set spec.restoreFromExisting to false to start without a restore"
+                        .to_string(),
+                }
             };
             let full = format!(
                 "restore Job {job_name} failed: {message}. The app is not started, so nothing is overwritten. Fix the cause, then retry with `kubectl hellostateful restore {name}` (a new {annotation} token), {instead}",
@@ -334,6 +403,40 @@ fn decide(
         }
     }
 }
+
+/// For a restore made in parts whose Job's pod, which said what was restored, is gone
+/// (collected): it ended only once every volume swapped the set in (`parts::restore_state`),
+/// so it restored, and a swap part's pod, if one is left, says which backup. Else the id is
+/// unknown, and said so: never taken for "no backup", which would say the volumes are empty.
+fn swapped_in(
+    set: &str,
+    jobs: &[Arc<Job>],
+    reads: &Reads,
+) -> Result<Option<RestoreSummary>, Unread> {
+    let Some(replicas) = jobs
+        .iter()
+        .find(|job| job.name_any() == set)
+        .and_then(|job| parts::count(job))
+    else {
+        return Ok(None);
+    };
+    for ordinal in 0..replicas {
+        let said = reads
+            .message(&names::swap_part(set, ordinal))?
+            .and_then(summary::parse_last_line::<RestoreSummary>);
+        if let Some(summary) = said.filter(|s| s.restored && s.id.is_some()) {
+            return Ok(Some(summary));
+        }
+    }
+    Ok(Some(RestoreSummary {
+        restored: true,
+        id: Some(UNKNOWN_ID.to_string()),
+        ..RestoreSummary::default()
+    }))
+}
+
+/// The id recorded for a restore whose pods, which named its backup, are all gone.
+const UNKNOWN_ID: &str = "(id unknown: the pods that named it are gone)";
 
 /// Why the backups of app `source` (`spec.restoreFrom`) cannot be read, if they cannot:
 /// in a node directory they are reached only through that app's backup claim, which
@@ -468,13 +571,18 @@ mod tests {
         );
         assert!(record.conditions().is_true(conditions::RESTORING));
         assert_eq!(reasons(&record), ["RestoreStarted"]);
-        assert!(wanted(&AppRef::new(&app).expect("app"), &[]));
+        assert!(wanted(
+            &AppRef::new(&app).expect("app"),
+            &[],
+            &HelloStatefulStatus::default()
+        ));
     }
 
     #[test]
     fn turned_off_the_restore_holds_the_app_only_while_an_attempt_is_under_way() {
         let app = app(json!({"restoreFromExisting": false}), json!({}));
         let app = AppRef::new(&app).expect("app");
+        let wanted = |jobs: &[Arc<Job>]| wanted(&app, jobs, &HelloStatefulStatus::default());
         let set = names::initial_restore_job("hello", "uid-1", None);
         fn labelled(name: &str, condition: Option<&str>, extra: (&str, &str)) -> Arc<Job> {
             fixtures::job(
@@ -495,25 +603,55 @@ mod tests {
             part(names::undo_part(&set, 0), Some("Complete")),
             part(names::undo_part(&set, 1), Some("Complete")),
         ];
-        assert!(
-            !wanted(&app, &failed),
-            "an attempt that ended holds nothing"
-        );
+        assert!(!wanted(&failed), "an attempt that ended holds nothing");
         // A stage part still running: the mover writes a volume.
         let staging = [parts(None), part(names::part(&set, 0), None)];
-        assert!(wanted(&app, &staging));
+        assert!(wanted(&staging));
         // Committed and swapped in on volume 0 only: volume 1 must get it before the app runs.
         let half = [
             parts(Some("Complete")),
             part(names::swap_part(&set, 0), Some("Complete")),
         ];
-        assert!(wanted(&app, &half));
+        assert!(wanted(&half));
         let whole = [
             parts(Some("Complete")),
             part(names::swap_part(&set, 0), Some("Complete")),
             part(names::swap_part(&set, 1), Some("Complete")),
         ];
-        assert!(!wanted(&app, &whole), "swapped in everywhere: done");
+        assert!(!wanted(&whole), "swapped in everywhere: done");
+    }
+
+    /// Jobs go; status holds the app too: an attempt whose end no pass recorded, or one
+    /// that failed midway through replacing the live data, keeps the app from starting with
+    /// the restore turned off and none of its Jobs left. One that failed before that does
+    /// not.
+    #[test]
+    fn turned_off_the_restore_holds_the_app_while_status_says_an_attempt_may_have_begun_swapping() {
+        let app = app(json!({"restoreFromExisting": false}), json!({}));
+        let app = AppRef::new(&app).expect("app");
+        let holds = |status, reason, message: &str| {
+            let mut record = Record::new(HelloStatefulStatus::default(), Some(1));
+            record
+                .conditions()
+                .set(conditions::RESTORING, status, reason, message);
+            wanted(&app, &[], &record.status)
+        };
+        assert!(holds(true, "RestoreRunning", "Job x restores"));
+        let interrupted = format!(
+            "restore Job x failed: {}: its part Job x-swap-1 failed",
+            hellostateful_mover::SWAP_INTERRUPTED
+        );
+        assert!(holds(false, "RestoreFailed", &interrupted));
+        assert!(!holds(
+            false,
+            "RestoreFailed",
+            "restore Job x failed: no space left"
+        ));
+        assert!(!holds(
+            false,
+            "NotRestored",
+            "no restore is asked for any more"
+        ));
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl Plan {
 
 /// The restore Job still running, if any, or a part of one: a part that swaps in runs
 /// after the restore's own Job ended.
-fn running(jobs: &[Arc<Job>]) -> Option<String> {
+pub fn running(jobs: &[Arc<Job>]) -> Option<String> {
     let part = || {
         jobs.iter().find(|job| {
             jobs::component(job) == Some(Component::Restore)
@@ -84,7 +84,7 @@ fn running(jobs: &[Arc<Job>]) -> Option<String> {
 }
 
 /// Whether a part Job of restore set `set` is there: the set's Job was made.
-fn has_parts(jobs: &[Arc<Job>], set: &str) -> bool {
+pub fn has_parts(jobs: &[Arc<Job>], set: &str) -> bool {
     jobs.iter().any(|job| {
         job.labels()
             .get(names::PART_OF_LABEL)
