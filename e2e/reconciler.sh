@@ -48,9 +48,12 @@ test_an_unchanged_app_causes_no_write() {
 
 test_two_replicas_get_two_volumes() {
   kubectl -n "$NS" patch hellostateful "$APP" --type merge -p '{"spec":{"replicas":2}}' >/dev/null
-  wait_for "second claim bound" 90 bash -c "[[ \$(kubectl -n '$NS' get pvc 'data-$APP-1' -o jsonpath='{.status.phase}') == Bound ]]"
-  wait_for "replica 1 writes into its own volume" 90 lines_at_least "$(host_log "$NS" "$APP" 1)" 1
-  wait_for "app Ready with 2 replicas" 90 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.readyReplicas}') == 2 ]]"
+  wait_for "second claim bound" 90 bash -c "[[ \$(kubectl -n '$NS' get pvc 'data-$APP-1' -o jsonpath='{.status.phase}') == Bound ]]" ||
+    { on_fail "$NS"; return 1; }
+  wait_for "replica 1 writes into its own volume" 90 lines_at_least "$(host_log "$NS" "$APP" 1)" 1 ||
+    { on_fail "$NS"; return 1; }
+  wait_for "app Ready with 2 replicas" 90 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$APP' -o jsonpath='{.status.readyReplicas}') == 2 ]]" ||
+    { on_fail "$NS"; return 1; }
   [[ $(kubectl get pv "hellostateful.$NS.$APP.1" -o jsonpath='{.spec.claimRef.name}') == "data-$APP-1" ]]
   [[ $(jp "$NS" "$APP" '{.status.backendVolumes}') == "[\"data-$APP-0\",\"data-$APP-1\"]" ]]
 }
