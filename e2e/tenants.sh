@@ -451,6 +451,46 @@ YAML
   [[ $(backups_of "$ns" db) == "$newer" ]] || { backups_of "$ns" db; return 1; }
 }
 
+# apps_with NS N FIELD VALUE: N apps of NS have their Ready condition's FIELD (status,
+# reason) at VALUE.
+apps_with() {
+  local count
+  count=$(kubectl -n "$1" get hellostateful -o json |
+    jq --arg field "$3" --arg value "$4" '[.items[] | select(any(.status.conditions[]?; .type == "Ready" and .[$field] == $value))] | length')
+  ((count == $2))
+}
+
+# More deletions that cannot go on than the reconciler has workers (32): each waits on a
+# wipe Job its namespace's quota refuses. None holds a worker while it waits, so another
+# tenant's restore is acknowledged as soon as its own Jobs allow; once the quota goes, the
+# deletions end.
+test_a_tenants_stalled_deletions_delay_no_other_tenants_restore() {
+  local ns other n=34 started took
+  tenant stalled; ns=$TNS
+  tenant bystander; other=$TNS
+  kubectl -n "$other" apply -f - >/dev/null <<<"$(app_yaml other '{"replicas": 1}')"
+  kubectl -n "$ns" create quota no-jobs --hard=count/jobs.batch=0 >/dev/null
+  for i in $(seq 1 $n); do app_yaml "s$i" '{"replicas": 1}'; echo ---; done | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "$n apps ready" 300 apps_with "$ns" "$n" status True || { on_fail "$ns"; return 1; }
+  wait_for "another tenant's app ready" 120 app_ready "$other" other || { on_fail "$other"; return 1; }
+  [[ $(request "$other" other backup) == Succeeded ]] || { on_fail "$other"; return 1; }
+
+  kubectl -n "$ns" delete hellostateful --all --wait=false >/dev/null
+  wait_for "every deletion refused its wipe Job" 180 apps_with "$ns" "$n" reason ChildRefused ||
+    { kubectl -n "$ns" get hellostateful -o jsonpath='{range .items[*]}{.metadata.name}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}'; return 1; }
+  started=$SECONDS
+  [[ $(request "$other" other restore) == Succeeded ]] || { on_fail "$other"; return 1; }
+  took=$((SECONDS - started))
+  echo "  another tenant's restore acknowledged in ${took}s beside $n stalled deletions"
+  ((took <= 90)) || { echo "the restore waited ${took}s"; return 1; }
+
+  # The quota gone (and each app touched, so that none waits out its backoff), they end.
+  kubectl -n "$ns" delete quota no-jobs >/dev/null
+  kubectl -n "$ns" annotate hellostateful --all e2e/touched=1 >/dev/null 2>&1 || true
+  wait_for "the deletions end" 300 bash -c "[[ -z \$(kubectl -n '$ns' get hellostateful -o name) ]]" ||
+    { on_fail "$ns"; return 1; }
+}
+
 # look_alike_job NAME APP: a suspended Job that carries the reconciler's labels for app APP,
 # as the set Job of a backup in one part.
 look_alike_job() {
@@ -635,6 +675,7 @@ second_lane() {
   run_test a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups test_a_namespace_made_again_by_someone_else_gets_no_data_and_no_backups
   run_test backups_left_under_an_earlier_root_stay_the_earlier_namespaces test_backups_left_under_an_earlier_root_stay_the_earlier_namespaces
   run_test a_look_alike_job_stops_no_ones_reconciliation test_a_look_alike_job_stops_no_ones_reconciliation
+  run_test a_tenants_stalled_deletions_delay_no_other_tenants_restore test_a_tenants_stalled_deletions_delay_no_other_tenants_restore
 }
 beside second_lane
 run_test node_paths_as_backup_targets_are_refused test_node_paths_as_backup_targets_are_refused
