@@ -492,7 +492,9 @@ deletion_waits_for_pod_of_gone_node() {
 # data is there: deletion says meanwhile what it waits for, and ends by itself once the
 # cluster gives up the gone node's pods (the pod garbage collector deletes them), without a
 # wipe Job that could never run there; the event says the data was left, under a directory
-# named by the deleted app's uid that no later app is given. Last, as the node stays gone.
+# named by the deleted app's uid that no later app is given. Its backups, asked to be deleted
+# with it, are on that node too: no purge Job is waited for either (found by the deletion's
+# model, `reconciler/src/deletion_model.rs`). Last, as the node stays gone.
 test_deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for() {
   local ns
   ns=$(new_ns gone)
@@ -507,6 +509,12 @@ test_deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for
   live=$(data_dir "$ns" web 0)
   wait_for "web-0 wrote" 60 lines_at_least "$live/stateful.log" 1 || return 1
 
+  # Its backups, on node b too, are to be deleted with it: no purge Job can run there now.
+  [[ $(kubectl get pv -l hello-stateful.example.com/namespace="$ns",app.kubernetes.io/component=backup \
+    -o jsonpath='{.items[*].spec.nodeAffinity.required.nodeSelectorTerms[*].matchExpressions[*].values[*]}') == "$NODE_B" ]] ||
+    { echo "web's backup volume is not on $NODE_B"; kubectl get pv -o wide; return 1; }
+  kubectl -n "$ns" annotate hellostateful web hello-stateful.example.com/delete-backups=true >/dev/null
+
   "$E2E_ROOT/e2e/cluster" remove-node || return 1
   local gone=$SECONDS
   kubectl -n "$ns" delete hellostateful web --wait=false >/dev/null
@@ -519,6 +527,9 @@ test_deleting_an_app_whose_node_is_gone_for_good_ends_and_says_what_it_waits_for
   skipped=$(kubectl -n "$ns" get events --field-selector reason=WipeSkipped -o jsonpath='{.items[*].message}')
   echo "event: $skipped"
   [[ $skipped == *"its node $NODE_B is gone"* ]] || return 1
+  skipped=$(kubectl -n "$ns" get events --field-selector reason=PurgeSkipped -o jsonpath='{.items[*].message}')
+  echo "event: $skipped"
+  [[ $skipped == *"backups not deleted: their node $NODE_B is gone"* ]] || return 1
   [[ -z $(kubectl -n "$ns" get jobs -o name) ]] || { echo "Jobs made for a gone node: $(kubectl -n "$ns" get jobs -o name)"; return 1; }
   if kubectl get pv "hellostateful.$ns.web.0" >/dev/null 2>&1; then echo "web's volume was not released"; return 1; fi
   [[ -s $live/stateful.log ]] || { echo "the data was not left in $live"; return 1; }

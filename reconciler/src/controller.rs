@@ -35,6 +35,7 @@ use crate::backups;
 use crate::cache::{Cache, Writers, is_apps_job};
 use crate::children::{self, AppRef, MoverTask, Settings};
 use crate::conditions::{self, Conditions};
+use crate::deletion;
 use crate::drift;
 use crate::fence::Fence;
 use crate::initial;
@@ -451,56 +452,37 @@ async fn cleanup(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, E
     }
 }
 
-/// The steps of a deletion, each taken once what it depends on is done; returns what was
-/// done, or `Error::Waiting` with what it waits for.
+/// One pass of a deletion: what it sees, the step `deletion::decide` takes from there, and
+/// that step's writes. Returns what was done, or `Error::Waiting` with what it waits for.
+/// Every read is fresh (not from the watch caches): a write of deletion must never rest on
+/// a stale view of what still runs.
 async fn delete_app(ctx: &Context, app_ref: &AppRef<'_>) -> Result<String, Error> {
-    let app = app_ref.app;
-    // Nothing may write the volumes while they are wiped, and no backup may read a volume
-    // being wiped: the wipe starts only once every writer and reader is gone.
-    if let Some(running) = stop_writers(ctx, app_ref).await? {
-        return Err(Error::Waiting(running));
-    }
-    // A namespace being deleted accepts no new Job: the data then stays on the node, under
-    // a directory named by this app's uid that no later app is given.
-    let terminating = Api::<Namespace>::all(ctx.client.clone())
-        .get_opt(&app_ref.namespace)
-        .await?
-        .is_none_or(|ns| {
-            ns.metadata.deletion_timestamp.is_some()
-                || ns.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
-        });
-    let volumes = app_volumes(ctx, app_ref).await?;
-    let mut notes = Vec::new();
-    if app.spec.storage_class().is_none() && !volumes.is_empty() {
-        notes.push(wipe_live_data(ctx, app_ref, terminating, &volumes).await?);
-    }
     let location = location::resolve(
-        &app.spec,
+        &app_ref.app.spec,
         &ctx.settings.backup_roots,
         &ctx.settings.object_store_endpoints,
     )
     .unwrap_or_else(|_| BackupLocation::NodeRoot(String::new()));
-    let delete_backups = app
-        .annotations()
-        .get(names::DELETE_BACKUPS)
-        .is_some_and(|v| v == "true");
-    notes.push(if delete_backups {
-        purge_backups(ctx, app_ref, terminating, &location).await?
-    } else {
-        format!(
-            "backups are kept in {}",
-            describe_location(app_ref, &location)
-        )
-    });
-    let volume_api = Api::<PersistentVolume>::all(ctx.client.clone());
-    for volume in volumes {
-        if volume.metadata.deletion_timestamp.is_none() {
-            volume_api
-                .delete(&volume.name_any(), &DeleteParams::default())
-                .await?;
-        }
+    let seen = observe_deletion(ctx, app_ref, &location).await?;
+    let plan = deletion::decide(&seen);
+    for write in &plan.writes {
+        act_deletion(ctx, app_ref, &location, write).await?;
     }
-    Ok(format!("volumes released; {}", notes.join("; ")))
+    for (reason, message) in &plan.warnings {
+        publish(
+            ctx,
+            app_ref.app,
+            EventType::Warning,
+            reason,
+            "Delete",
+            message,
+        )
+        .await;
+    }
+    match plan.outcome {
+        deletion::Outcome::Waiting(what) => Err(Error::Waiting(what)),
+        deletion::Outcome::Done(note) => Ok(note),
+    }
 }
 
 /// Says in status (condition Ready, reason `Deleting`) and in an event what deletion waits
@@ -534,245 +516,28 @@ fn describe_location(app: &AppRef<'_>, location: &BackupLocation) -> String {
     }
 }
 
-/// Empties the app's static volumes with a Job that mounts its claims. Returns what
-/// happened, for the Deleted event; a failed wipe does not block deletion (the directory is
-/// named by the app's uid, so no later app gets it) but is reported.
-async fn wipe_live_data(
+/// What a deletion's pass sees. Only what the app controls counts: look-alikes are not its.
+async fn observe_deletion(
     ctx: &Context,
     app: &AppRef<'_>,
-    terminating: bool,
-    volumes: &[PersistentVolume],
-) -> Result<String, Error> {
-    let paths = volumes
-        .iter()
-        .filter_map(|v| Some(v.spec.as_ref()?.host_path.as_ref()?.path.clone()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if terminating {
-        let message = format!(
-            "live data not wiped: namespace {} is being deleted and accepts no Job; it stays in {paths}, which no later app is given",
-            app.namespace
-        );
-        warn!(app = %app.name, namespace = %app.namespace, "{message}");
-        return Ok(message);
-    }
-    // A node gone for good (its Node object deleted) took the data with it, and no Job
-    // could run there: waiting for one would hold the deletion forever.
-    if let Some(gone) = volumes
-        .iter()
-        .filter_map(children::volume_node)
-        .find(|node| ctx.cache.node(node).is_none())
-    {
-        let message = format!(
-            "live data not wiped: its node {gone} is gone, and the data in {paths} with it"
-        );
-        publish(
-            ctx,
-            app.app,
-            EventType::Warning,
-            "WipeSkipped",
-            "Delete",
-            &message,
-        )
-        .await;
-        return Ok(message);
-    }
-    let job_name = names::wipe_job(&app.name, &app.uid);
-    let placeholder = BackupLocation::NodeRoot(String::new());
-    // Every volume the app has: a StatefulSet scaled down keeps its removed replicas'.
-    let replicas = volumes
-        .iter()
-        .filter_map(|volume| {
-            let claim = volume.spec.as_ref()?.claim_ref.as_ref()?.name.as_deref()?;
-            names::claim_ordinal(&app.name, claim)
-        })
-        .max()
-        .map_or(0, |highest| highest.saturating_add(1))
-        .max(app.app.spec.replicas);
-    let wipe = MoverTask::Wipe { replicas };
-    match run_cleanup_job(ctx, app, &job_name, &wipe, &placeholder).await? {
-        JobState::Succeeded => Ok(format!("live data wiped ({paths})")),
-        state => {
-            let message = format!(
-                "live data in {paths} could not be wiped by Job {job_name} ({state:?}); no later app is given it"
-            );
-            publish(
-                ctx,
-                app.app,
-                EventType::Warning,
-                "WipeFailed",
-                "Delete",
-                &message,
-            )
-            .await;
-            Ok(message)
-        }
-    }
-}
-
-/// Deletes every snapshot of the app, then its backup claim and volume. If the purge
-/// fails, the backups and the claim stay, and the event says so.
-async fn purge_backups(
-    ctx: &Context,
-    app: &AppRef<'_>,
-    terminating: bool,
     location: &BackupLocation,
-) -> Result<String, Error> {
-    let place = describe_location(app, location);
-    let claim = match location {
-        BackupLocation::NodeRoot(_) => Some(names::backup_claim(&app.name)),
-        BackupLocation::Claim(claim) => Some(claim.clone()),
-        BackupLocation::ObjectStore(_) => None,
-    };
-    let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &app.namespace);
-    let claim_missing = match &claim {
-        Some(claim) => claims.get_opt(claim).await?.is_none(),
-        None => false,
-    };
-    if terminating || claim_missing {
-        return Ok(format!(
-            "backups not deleted: no Job can reach {place} now; they stay"
-        ));
-    }
-    let job_name = names::purge_job(&app.name, &app.uid);
-    match run_cleanup_job(ctx, app, &job_name, &MoverTask::Purge, location).await? {
-        JobState::Succeeded => {}
-        state => {
-            let message =
-                format!("backups in {place} were not deleted: Job {job_name} ended {state:?}");
-            publish(
-                ctx,
-                app.app,
-                EventType::Warning,
-                "PurgeFailed",
-                "Delete",
-                &message,
-            )
-            .await;
-            return Ok(message);
-        }
-    }
-    if let BackupLocation::NodeRoot(root) = location {
-        let backup_claim = names::backup_claim(&app.name);
-        if let Some(found) = claims.get_opt(&backup_claim).await?
-            && found.metadata.deletion_timestamp.is_none()
-        {
-            claims
-                .delete(&backup_claim, &DeleteParams::default())
-                .await?;
-        }
-        // Only the volume of the directory just emptied: those of roots the app used before
-        // still hold their snapshots, and record whose they are.
-        let path = names::backup_host_path(root, &app.namespace, &app.name);
-        let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
-        let mut labels = names::labels(&app.name, Component::Backup);
-        labels.insert(names::NAMESPACE_LABEL.to_string(), app.namespace.clone());
-        let selector = labels
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        for found in volumes
-            .list(&ListParams::default().labels(&selector))
-            .await?
-        {
-            let its_path = found.spec.as_ref().and_then(|spec| spec.host_path.as_ref());
-            if its_path.is_some_and(|host| host.path == path)
-                && found.metadata.deletion_timestamp.is_none()
-            {
-                volumes
-                    .delete(&found.name_any(), &DeleteParams::default())
-                    .await?;
-            }
-        }
-    }
-    Ok(format!("backups in {place} deleted"))
-}
-
-/// Runs a wipe or purge Job of an app being deleted: made if missing, and its state read
-/// once. A Job of that name that the app does not control (a tenant's look-alike, made to
-/// have its volumes released unwiped) is never taken for it.
-async fn run_cleanup_job(
-    ctx: &Context,
-    app: &AppRef<'_>,
-    job_name: &str,
-    task: &MoverTask,
-    location: &BackupLocation,
-) -> Result<JobState, Error> {
-    let jobs = Api::<Job>::namespaced(ctx.client.clone(), &app.namespace);
-    let Some(job) = jobs.get_opt(job_name).await? else {
-        let job = children::mover_job(app, job_name, task, "deleted", location, &ctx.settings)?;
-        match jobs
-            .create(&PostParams::default(), &ctx.fence.mark(&job))
-            .await
-        {
-            Ok(_) => {
-                ctx.metrics.writes.inc();
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-        return Err(Error::Waiting(format!("Job {job_name}, just made")));
-    };
-    if kept::controller_uid(&job.metadata) != Some(app.uid.as_str()) {
-        return Err(Error::Waiting(format!(
-            "Job {job_name}, which is not this app's: delete it, and this app's own is made"
-        )));
-    }
-    match jobs::state(&job) {
-        JobState::Running => Err(Error::Waiting(format!(
-            "Job {job_name} to end (kubectl -n {} describe job {job_name}; if the node \
-             that holds the app's data is gone for good, delete its Node object and \
-             deletion goes on without the wipe)",
-            app.namespace
-        ))),
-        finished => Ok(finished),
-    }
-}
-
-/// Stops the app's StatefulSet and its backup CronJob (deleted in the foreground, so that
-/// each is gone only once its pods and Jobs are) and every running mover Job of its own (its
-/// deadline set to now: a backup cut short leaves only its temporary directory, never a
-/// snapshot). Returns what still runs, if anything. Only what the app controls is touched:
-/// look-alikes are not its.
-async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>, Error> {
-    let mut running = Vec::new();
+) -> Result<deletion::Observed, Error> {
     let owned = |meta: &ObjectMeta| kept::controller_uid(meta) == Some(app.uid.as_str());
-    let statefulsets = Api::<StatefulSet>::namespaced(ctx.client.clone(), &app.namespace);
-    let name = names::statefulset(&app.name);
-    let statefulset = statefulsets
-        .get_opt(&name)
+    let statefulset = Api::<StatefulSet>::namespaced(ctx.client.clone(), &app.namespace)
+        .get_opt(&names::statefulset(&app.name))
         .await?
         .filter(|sts| owned(&sts.metadata));
-    if let Some(sts) = &statefulset {
-        if sts.metadata.deletion_timestamp.is_none() {
-            statefulsets
-                .delete(&name, &DeleteParams::foreground())
-                .await?;
-            ctx.metrics.writes.inc();
-        }
-        running.push(format!("StatefulSet {name}"));
-    }
-    let cronjobs = Api::<CronJob>::namespaced(ctx.client.clone(), &app.namespace);
-    let cronjob_name = names::cronjob(&app.name);
-    let schedule = cronjobs
-        .get_opt(&cronjob_name)
+    let schedule = Api::<CronJob>::namespaced(ctx.client.clone(), &app.namespace)
+        .get_opt(&names::cronjob(&app.name))
         .await?
         .filter(|cronjob| owned(&cronjob.metadata));
-    if let Some(cronjob) = &schedule {
-        if cronjob.metadata.deletion_timestamp.is_none() {
-            cronjobs
-                .delete(&cronjob_name, &DeleteParams::foreground())
-                .await?;
-            ctx.metrics.writes.inc();
-        }
-        running.push(format!("CronJob {cronjob_name}"));
-    }
-    let schedule_uid = schedule.and_then(|cronjob| cronjob.metadata.uid);
-    let cleanup_jobs = [
-        names::wipe_job(&app.name, &app.uid),
-        names::purge_job(&app.name, &app.uid),
-    ];
+    let child = |meta: &ObjectMeta| deletion::Child {
+        name: meta.name.clone().unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+    };
+    let schedule_uid = schedule.as_ref().and_then(|c| c.metadata.uid.clone());
+    let wipe_job = names::wipe_job(&app.name, &app.uid);
+    let purge_job = names::purge_job(&app.name, &app.uid);
     let selector = format!(
         "app.kubernetes.io/instance={},app.kubernetes.io/managed-by={}",
         app.name,
@@ -786,37 +551,18 @@ async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>,
         .into_iter()
         .filter(|job| {
             is_apps_job(&job.metadata, &app.uid, schedule_uid.as_deref())
-                && !cleanup_jobs.contains(&job.name_any())
+                && job.metadata.name.as_ref() != Some(&wipe_job)
+                && job.metadata.name.as_ref() != Some(&purge_job)
         })
         .collect();
-    for job in app_jobs
+    let running_jobs = app_jobs
         .iter()
         .filter(|job| jobs::state(job) == JobState::Running)
-    {
-        let job_name = job.name_any();
-        if job
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.active_deadline_seconds)
-            != Some(1)
-        {
-            // As for a stuck Job: a deadline already past makes the Job controller fail it
-            // and remove its pods.
-            let patch = json!({
-                "metadata": {"annotations": {names::STOPPED_BECAUSE: "the app is being deleted"}},
-                "spec": {"activeDeadlineSeconds": 1},
-            });
-            job_api
-                .patch(
-                    &job_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&ctx.fence.merge_patch(patch)),
-                )
-                .await?;
-            ctx.metrics.writes.inc();
-        }
-        running.push(format!("Job {job_name}"));
-    }
+        .map(|job| deletion::RunningJob {
+            name: job.name_any(),
+            stopping: job.spec.as_ref().and_then(|s| s.active_deadline_seconds) == Some(1),
+        })
+        .collect();
     // The pods themselves: a Job failed or a StatefulSet deleted may still have pods
     // stopping, and those may still write.
     let writers: Vec<&str> = statefulset
@@ -825,26 +571,252 @@ async fn stop_writers(ctx: &Context, app: &AppRef<'_>) -> Result<Option<String>,
         .chain(app_jobs.iter().map(|job| &job.metadata))
         .filter_map(|meta| meta.uid.as_deref())
         .collect();
-    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace)
+    let live_pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace)
         .list(&ListParams::default().labels(&selector))
         .await?
-        .items;
-    for pod in pods.iter().filter(|pod| {
-        kept::controller_uid(&pod.metadata).is_some_and(|owner| writers.contains(&owner))
-            && !matches!(
-                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
-    }) {
-        running.push(format!("pod {}", pod.name_any()));
+        .items
+        .iter()
+        .filter(|pod| {
+            kept::controller_uid(&pod.metadata).is_some_and(|owner| writers.contains(&owner))
+                && !matches!(
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+        })
+        .map(ResourceExt::name_any)
+        .collect();
+    // A namespace being deleted accepts no new Job: the data then stays on the node, under
+    // a directory named by this app's uid that no later app is given.
+    let namespace_terminating = Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(&app.namespace)
+        .await?
+        .is_none_or(|ns| {
+            ns.metadata.deletion_timestamp.is_some()
+                || ns.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
+        });
+    let volumes = app_volumes(ctx, app)
+        .await?
+        .iter()
+        .map(|volume| {
+            let node = children::volume_node(volume);
+            deletion::DataVolume {
+                name: volume.name_any(),
+                deleting: volume.metadata.deletion_timestamp.is_some(),
+                path: volume
+                    .spec
+                    .as_ref()
+                    .and_then(|s| Some(s.host_path.as_ref()?.path.clone())),
+                ordinal: volume
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.claim_ref.as_ref()?.name.as_deref())
+                    .and_then(|claim| names::claim_ordinal(&app.name, claim)),
+                // A node gone for good is one whose object is deleted.
+                node_gone: node.as_ref().is_some_and(|n| ctx.cache.node(n).is_none()),
+                node,
+            }
+        })
+        .collect();
+    let wipe = cleanup_job(&job_api, &wipe_job, app).await?;
+    let delete_backups = app
+        .app
+        .annotations()
+        .get(names::DELETE_BACKUPS)
+        .is_some_and(|v| v == "true");
+    let purge = if delete_backups {
+        Some(observe_purge(ctx, app, location, &job_api, purge_job).await?)
+    } else {
+        None
+    };
+    Ok(deletion::Observed {
+        namespace: app.namespace.clone(),
+        statefulset: statefulset.as_ref().map(|sts| child(&sts.metadata)),
+        schedule: schedule.as_ref().map(|cronjob| child(&cronjob.metadata)),
+        running_jobs,
+        live_pods,
+        namespace_terminating,
+        static_volumes: app.app.spec.storage_class().is_none(),
+        volumes,
+        replicas: app.app.spec.replicas,
+        wipe,
+        wipe_job,
+        purge,
+        backups_place: describe_location(app, location),
+    })
+}
+
+/// The state of a wipe or purge Job. A Job of that name that the app does not control (a
+/// tenant's look-alike, made to have its volumes released unwiped) is never taken for it.
+async fn cleanup_job(
+    jobs: &Api<Job>,
+    name: &str,
+    app: &AppRef<'_>,
+) -> Result<deletion::Cleanup, Error> {
+    Ok(match jobs.get_opt(name).await? {
+        None => deletion::Cleanup::Absent,
+        Some(job) if kept::controller_uid(&job.metadata) != Some(app.uid.as_str()) => {
+            deletion::Cleanup::NotOurs
+        }
+        Some(job) => match jobs::state(&job) {
+            JobState::Running => deletion::Cleanup::Running,
+            ended => deletion::Cleanup::Ended(ended),
+        },
+    })
+}
+
+/// What a deletion's pass sees of the backups it is to delete: whether a Job can reach
+/// them, its purge Job, and what holds them that goes once they are deleted.
+async fn observe_purge(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    location: &BackupLocation,
+    jobs: &Api<Job>,
+    job_name: String,
+) -> Result<deletion::Purge, Error> {
+    let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &app.namespace);
+    let reachable = match location {
+        BackupLocation::NodeRoot(_) => claims.get_opt(&names::backup_claim(&app.name)).await?,
+        BackupLocation::Claim(claim) => claims.get_opt(claim).await?,
+        BackupLocation::ObjectStore(_) => None,
+    };
+    let mut purge = deletion::Purge {
+        reachable: reachable.is_some() || matches!(location, BackupLocation::ObjectStore(_)),
+        job: cleanup_job(jobs, &job_name, app).await?,
+        job_name,
+        claim: None,
+        volumes: Vec::new(),
+        gone_node: None,
+    };
+    if let BackupLocation::NodeRoot(root) = location {
+        purge.claim = reachable
+            .filter(|claim| claim.metadata.deletion_timestamp.is_none())
+            .map(|claim| claim.name_any());
+        // Only the volume of the directory emptied: those of roots the app used before
+        // still hold their snapshots, and record whose they are.
+        let path = names::backup_host_path(root, &app.namespace, &app.name);
+        let mut labels = names::labels(&app.name, Component::Backup);
+        labels.insert(names::NAMESPACE_LABEL.to_string(), app.namespace.clone());
+        let selector = labels
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let of_this_root: Vec<PersistentVolume> = Api::<PersistentVolume>::all(ctx.client.clone())
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .into_iter()
+            .filter(|found| {
+                let its_path = found.spec.as_ref().and_then(|spec| spec.host_path.as_ref());
+                its_path.is_some_and(|host| host.path == path)
+            })
+            .collect();
+        purge.gone_node = of_this_root
+            .iter()
+            .filter_map(children::volume_node)
+            .find(|node| ctx.cache.node(node).is_none());
+        purge.volumes = of_this_root
+            .iter()
+            .filter(|found| found.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .collect();
     }
-    if running.is_empty() {
-        return Ok(None);
+    Ok(purge)
+}
+
+/// Makes one write of a deletion's plan. A delete that finds nothing to delete is done.
+async fn act_deletion(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    location: &BackupLocation,
+    write: &deletion::Write,
+) -> Result<(), Error> {
+    use deletion::Write;
+    let deleted = match write {
+        Write::DeleteStatefulSet => in_namespace::<StatefulSet>(ctx, app)
+            .delete(&names::statefulset(&app.name), &DeleteParams::foreground())
+            .await
+            .map(drop),
+        Write::DeleteSchedule => in_namespace::<CronJob>(ctx, app)
+            .delete(&names::cronjob(&app.name), &DeleteParams::foreground())
+            .await
+            .map(drop),
+        Write::StopJob(job_name) => {
+            // As for a stuck Job: a deadline already past makes the Job controller fail
+            // it and remove its pods; a backup cut short leaves only its temporary
+            // directory, never a snapshot.
+            let patch = json!({
+                "metadata": {"annotations": {names::STOPPED_BECAUSE: "the app is being deleted"}},
+                "spec": {"activeDeadlineSeconds": 1},
+            });
+            in_namespace::<Job>(ctx, app)
+                .patch(
+                    job_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&ctx.fence.merge_patch(patch)),
+                )
+                .await
+                .map(drop)
+        }
+        Write::MakeWipe { replicas } => {
+            let task = MoverTask::Wipe {
+                replicas: *replicas,
+            };
+            let name = names::wipe_job(&app.name, &app.uid);
+            let placeholder = BackupLocation::NodeRoot(String::new());
+            return make_cleanup_job(ctx, app, &name, &task, &placeholder).await;
+        }
+        Write::MakePurge => {
+            let name = names::purge_job(&app.name, &app.uid);
+            return make_cleanup_job(ctx, app, &name, &MoverTask::Purge, location).await;
+        }
+        Write::DeleteBackupClaim(claim) => in_namespace::<PersistentVolumeClaim>(ctx, app)
+            .delete(claim, &DeleteParams::default())
+            .await
+            .map(drop),
+        Write::DeleteBackupVolume(volume) | Write::ReleaseVolume(volume) => {
+            Api::<PersistentVolume>::all(ctx.client.clone())
+                .delete(volume, &DeleteParams::default())
+                .await
+                .map(drop)
+        }
+    };
+    match deleted {
+        Ok(()) => {
+            ctx.metrics.writes.inc();
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
     }
-    Ok(Some(format!(
-        "{} to stop (a pod on a node that is gone for good stays until it is deleted with --force)",
-        running.join(", ")
-    )))
+}
+
+fn in_namespace<K>(ctx: &Context, app: &AppRef<'_>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    Api::namespaced(ctx.client.clone(), &app.namespace)
+}
+
+/// Makes a wipe or purge Job of an app being deleted; one already made (409) is left.
+async fn make_cleanup_job(
+    ctx: &Context,
+    app: &AppRef<'_>,
+    job_name: &str,
+    task: &MoverTask,
+    location: &BackupLocation,
+) -> Result<(), Error> {
+    let job = children::mover_job(app, job_name, task, "deleted", location, &ctx.settings)?;
+    match Api::<Job>::namespaced(ctx.client.clone(), &app.namespace)
+        .create(&PostParams::default(), &ctx.fence.mark(&job))
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.writes.inc();
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 async fn app_volumes(ctx: &Context, app: &AppRef<'_>) -> Result<Vec<PersistentVolume>, Error> {

@@ -6,6 +6,9 @@ pub mod cache;
 pub mod children;
 pub mod conditions;
 pub mod controller;
+pub mod deletion;
+#[cfg(test)]
+mod deletion_model;
 pub mod drift;
 pub mod dry_run;
 mod error;

@@ -129,8 +129,9 @@ struct JobKey {
     step: Step,
 }
 
+/// Where a Job is.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-enum Phase {
+pub(crate) enum Phase {
     Running,
     Succeeded,
     Failed,
@@ -1433,7 +1434,7 @@ fn runs_restored(w: &World) -> bool {
 // ---------------------------------------------------------------------------------------
 
 /// A bound from the environment, else `default`.
-fn bound(name: &str, default: usize) -> usize {
+pub(crate) fn bound(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1455,7 +1456,6 @@ fn bound(name: &str, default: usize) -> usize {
 #[test]
 fn every_interleaving_of_faults_keeps_the_invariants() {
     let faults = u8::try_from(bound("HS_SIM_FAULTS", 2)).expect("HS_SIM_FAULTS fits a u8");
-    let depth = bound("HS_SIM_DEPTH", 0);
     let mut sim = Sim::new(faults);
     sim.any_delete = bound("HS_SIM_DELETE", 0) == 1;
     sim.skip = std::env::var("HS_SIM_SKIP")
@@ -1464,10 +1464,23 @@ fn every_interleaving_of_faults_keeps_the_invariants() {
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .collect();
+    check_every_state("simulation", faults, sim);
+}
+
+/// Checks every property of `model` in every state it reaches (its faults up to `faults`),
+/// to depth `HS_SIM_DEPTH` if set (else to the end: the state space is finite), on
+/// `HS_SIM_THREADS` threads, and prints how many states it explored, as `what`. The first
+/// failure ends the search: in a breadth-first search on one thread (the default), its
+/// path is (nearly: states are checked in blocks) the shortest.
+pub(crate) fn check_every_state<M>(what: &str, faults: u8, model: M)
+where
+    M: Model + Send + Sync + 'static,
+    M::State: std::hash::Hash + Send + Sync + Clone + PartialEq + std::fmt::Debug + 'static,
+    M::Action: Clone + PartialEq + std::fmt::Debug,
+{
     let started = std::time::Instant::now();
-    // The first failure ends the search: in a breadth-first search on one thread, its path
-    // is (nearly: states are checked in blocks) the shortest.
-    let mut builder = sim
+    let depth = bound("HS_SIM_DEPTH", 0);
+    let mut builder = model
         .checker()
         .threads(bound("HS_SIM_THREADS", 1).max(1))
         .finish_when(HasDiscoveries::AnyFailures);
@@ -1476,7 +1489,7 @@ fn every_interleaving_of_faults_keeps_the_invariants() {
     }
     let checker = builder.spawn_bfs().join();
     println!(
-        "simulation: {} unique states ({} generated), max depth {}, faults <= {faults}, depth \
+        "{what}: {} unique states ({} generated), max depth {}, faults <= {faults}, depth \
          bound {}, {:.1?}",
         checker.unique_state_count(),
         checker.state_count(),
@@ -1498,25 +1511,11 @@ fn every_interleaving_of_faults_keeps_the_invariants() {
 #[test]
 fn every_interleaving_of_faults_keeps_the_invariants_of_the_initial_restore() {
     let faults = u8::try_from(bound("HS_SIM_FAULTS", 2)).expect("HS_SIM_FAULTS fits a u8");
-    let started = std::time::Instant::now();
-    let mut builder = Sim::initial(faults)
-        .checker()
-        .threads(bound("HS_SIM_THREADS", 1).max(1))
-        .finish_when(HasDiscoveries::AnyFailures);
-    let depth = bound("HS_SIM_DEPTH", 0);
-    if depth > 0 {
-        builder = builder.target_max_depth(depth);
-    }
-    let checker = builder.spawn_bfs().join();
-    println!(
-        "simulation of the initial restore: {} unique states ({} generated), max depth {}, \
-         faults <= {faults}, {:.1?}",
-        checker.unique_state_count(),
-        checker.state_count(),
-        checker.max_depth(),
-        started.elapsed()
+    check_every_state(
+        "simulation of the initial restore",
+        faults,
+        Sim::initial(faults),
     );
-    checker.assert_properties();
 }
 
 /// Without faults every run is finite and ends: the `eventually` property is meaningful.
