@@ -46,8 +46,9 @@ pub const NAMESPACE_UID_ANNOTATION: &str = "hello-stateful.example.com/namespace
 /// (the plugin's `backups delete`); every other pod of the tenant's mounts it read-only.
 pub const MOVER_IMAGE_ANNOTATION: &str = "hello-stateful.example.com/mover-image";
 /// Annotation on the StatefulSet: how the restore before the app's first start ended
-/// (`restored <id>` or `no-backup`). A durable record, so that any later pass finishes the
-/// status even when the write that should have done so was lost.
+/// (`restored <id>`, `no-backup`, or `outcome-unknown` when the pod that said was gone). A
+/// durable record, so that any later pass finishes the status even when the write that
+/// should have done so was lost.
 pub const INITIAL_RESTORE: &str = "hello-stateful.example.com/initial-restore";
 
 /// Annotation on every StatefulSet, CronJob and Job the reconciler writes: the identity of

@@ -1598,15 +1598,18 @@ async fn the_statefulset_made_after_an_initial_restore_records_its_outcome() {
         .await;
     assert_eq!(result, Ok(Action::requeue(WAIT)));
     let sts = statefulset_made(&seen);
-    // No pod log is served here: the mover's summary is missing, so "no backup".
+    // No pod is served here: the mover's summary is missing, and with it whether a backup
+    // was found. That is recorded as not known, never as "no backup" (issue #33, defect 2).
     assert_eq!(
         sts.body["metadata"]["annotations"][names::INITIAL_RESTORE],
-        "no-backup"
+        "outcome-unknown"
     );
+    let status = status_written(&seen);
     assert_eq!(
-        condition(&status_written(&seen), "Restoring")["reason"],
-        "NoBackup"
+        condition(&status, "Restoring")["reason"],
+        "RestoreOutcomeUnknown"
     );
+    assert_ne!(status["isRestored"], true);
 }
 
 /// An app not started yet whose first initial-restore Job failed.

@@ -40,6 +40,11 @@ pub enum Outcome {
         of: Option<String>,
     },
     NoBackup,
+    /// The restore Job of one pod succeeded, but its pod, whose termination message said
+    /// whether a backup was found, was gone before it was read (its node lost, the pod
+    /// collected). The volumes hold the newest backup if there was one, else nothing: either
+    /// way not a mix, so the app starts, and status says what is not known rather than guess.
+    Unknown,
 }
 
 impl Outcome {
@@ -49,6 +54,7 @@ impl Outcome {
             Outcome::Restored { id, of: None } => format!("restored {id}"),
             Outcome::Restored { id, of: Some(app) } => format!("restored {id} of {app}"),
             Outcome::NoBackup => "no-backup".to_string(),
+            Outcome::Unknown => "outcome-unknown".to_string(),
         }
     }
 
@@ -64,12 +70,18 @@ impl Outcome {
             Outcome::NoBackup => {
                 "no backup of this app exists: it starts with empty volumes".to_string()
             }
+            Outcome::Unknown => "the restore Job succeeded, but its pod, which said whether it \
+                found a backup, was gone before it was read: the app starts on the newest \
+                backup if there was one, else on empty volumes (kubectl hellostateful backups \
+                list shows what exists)"
+                .to_string(),
         }
     }
 
     pub fn parse(record: &str) -> Option<Self> {
         match record {
             "no-backup" => Some(Outcome::NoBackup),
+            "outcome-unknown" => Some(Outcome::Unknown),
             _ => record.strip_prefix("restored ").map(|rest| {
                 let (id, of) = match rest.split_once(" of ") {
                     Some((id, app)) => (id, Some(app.to_string())),
@@ -329,7 +341,9 @@ fn decide(
                     id: id.unwrap_or_default(),
                     of: source,
                 },
-                _ => Outcome::NoBackup,
+                Some(_) => Outcome::NoBackup,
+                // Never taken for "no backup": only the mover's own words say that.
+                None => Outcome::Unknown,
             };
             acknowledge(record, RequestPhase::Succeeded, &outcome.message());
             if let (Some(request), Outcome::Restored { id, .. }) =
@@ -491,6 +505,7 @@ pub fn finish(app: &AppRef, outcome: &Outcome, record: &mut Record) {
                 app.namespace, app.name
             ),
         ),
+        Outcome::Unknown => ("RestoreOutcomeUnknown", message.clone()),
     };
     if record
         .conditions()
@@ -499,7 +514,12 @@ pub fn finish(app: &AppRef, outcome: &Outcome, record: &mut Record) {
         if matches!(outcome, Outcome::Restored { .. }) {
             record.tallies.push(Tally::RestoreSucceeded);
         }
-        record.note(EventType::Normal, reason, "Restore", event);
+        let kind = if *outcome == Outcome::Unknown {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        record.note(kind, reason, "Restore", event);
     }
 }
 
@@ -576,6 +596,45 @@ mod tests {
             &[],
             &HelloStatefulStatus::default()
         ));
+    }
+
+    #[test]
+    fn a_restore_whose_pod_is_gone_before_it_was_read_is_never_taken_for_no_backup() {
+        let app = app(json!({"restoreFromExisting": true}), json!({}));
+        let first = names::initial_restore_job("hello", "uid-1", None);
+        let succeeded = fixtures::job(
+            &first,
+            Component::Restore,
+            Some("Complete"),
+            &[(names::ACTION_LABEL, ACTION)],
+        );
+        let mut pod_gone = Reads::default();
+        pod_gone.add_message(first.clone(), None);
+        let (decision, mut record) =
+            run(&app, &claim(), &[succeeded], &pod_gone, Default::default());
+        let outcome = decision.done().step;
+        assert_eq!(outcome, Step::Done(Outcome::Unknown));
+        assert_eq!(
+            Outcome::parse(&Outcome::Unknown.record()),
+            Some(Outcome::Unknown)
+        );
+        record
+            .conditions()
+            .set(conditions::RESTORING, true, "RestoreRunning", "");
+        finish(
+            &AppRef::new(&app).expect("app"),
+            &Outcome::Unknown,
+            &mut record,
+        );
+        assert!(!record.status.is_restored, "not known to be restored");
+        assert_eq!(reasons(&record), ["RestoreOutcomeUnknown"]);
+        let restoring = record
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::RESTORING)
+            .expect("Restoring");
+        assert!(restoring.message.contains("was gone before it was read"));
     }
 
     #[test]

@@ -990,8 +990,9 @@ impl Sim {
             let restored = (0..=self.max_tokens).any(|n| next.all_hold(Data::Restored(n)));
             next.false_outcome |= match &outcome {
                 Some(initial::Outcome::Restored { .. }) => !restored,
-                // This model's store always holds a backup.
-                Some(initial::Outcome::NoBackup) => true,
+                // This model's store always holds a backup, and a restore in parts is never
+                // of unknown outcome: its commit is recorded.
+                Some(initial::Outcome::NoBackup | initial::Outcome::Unknown) => true,
                 None => !world.turned_off,
             };
         }
