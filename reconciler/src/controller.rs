@@ -719,6 +719,18 @@ async fn observe_purge(
             .filter(|found| found.metadata.deletion_timestamp.is_none())
             .map(ResourceExt::name_any)
             .collect();
+    } else if let Some(volume) = reachable
+        .as_ref()
+        .and_then(|claim| claim.spec.as_ref()?.volume_name.clone())
+    {
+        // The app's own claim (`backup.target.persistentVolumeClaim`): on a node-local
+        // volume, the purge can run only on that volume's node.
+        purge.gone_node = Api::<PersistentVolume>::all(ctx.client.clone())
+            .get_opt(&volume)
+            .await?
+            .as_ref()
+            .and_then(children::volume_node)
+            .filter(|node| ctx.cache.node(node).is_none());
     }
     Ok(purge)
 }

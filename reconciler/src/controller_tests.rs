@@ -2238,3 +2238,44 @@ async fn deleting_an_app_whose_node_is_gone_for_good_releases_its_volumes_withou
         skipped.body
     );
 }
+
+#[tokio::test]
+async fn backups_to_delete_in_a_claim_on_a_gone_node_hold_no_deletion() {
+    let spec = json!({"replicas": 1, "storage": {"storageClassName": "fast"},
+        "backup": {"target": {"persistentVolumeClaim": "mine"}}});
+    let app = being_deleted(app(spec, json!({names::DELETE_BACKUPS: "true"}), json!({})));
+    // The claim holding the backups is bound to a volume of node-a, which is gone.
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "mine", "namespace": "ns1"},
+        "spec": {"volumeName": "local-mine"}, "status": {"phase": "Bound"}});
+    let volume = json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "local-mine"},
+        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}]}}}});
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(vec![]))
+        .on("GET", PVS, list(vec![]))
+        .on(
+            "GET",
+            "/api/v1/namespaces/ns1/persistentvolumeclaims/mine",
+            claim,
+        )
+        .on("GET", &format!("{PVS}/local-mine"), volume)
+        .reconcile(app)
+        .await;
+    assert_eq!(result, Ok(Action::await_change()));
+    assert!(
+        !writes(&seen).iter().any(|w| w == &format!("POST {JOBS}")),
+        "no purge Job for a gone node"
+    );
+    let skipped = event(&seen, "PurgeSkipped");
+    assert!(
+        skipped.body["note"]
+            .as_str()
+            .is_some_and(|note| note.contains("their node node-a is gone")),
+        "{:?}",
+        skipped.body
+    );
+}
