@@ -59,7 +59,12 @@ workload() {
   [[ $kind == StatefulSet ]] && restart=Always
   [[ -n $container ]] || container="{name: c, image: $MOVER, securityContext: {allowPrivilegeEscalation: false}}"
   local pod="{metadata: {labels: {app: hs-policy-probe}$meta}, spec: {restartPolicy: $restart, automountServiceAccountToken: false, containers: [$container]$fields}}"
-  printf 'metadata: {name: hs-policy-probe, namespace: %s}\n' "$ns"
+  # A StatefulSet is controlled by the app it is named after, as the reconciler's are (no app
+  # of that name exists: a dry run stores nothing for the garbage collector to delete).
+  local owner=""
+  [[ $kind == StatefulSet ]] && owner=", ownerReferences: [{apiVersion: hello-stateful.example.com/v1alpha1, kind: HelloStateful"
+  [[ $kind == StatefulSet ]] && owner+=", name: hs-policy-probe, uid: 00000000-0000-0000-0000-000000000000, controller: true}]"
+  printf 'metadata: {name: hs-policy-probe, namespace: %s%s}\n' "$ns" "$owner"
   case $kind in
     Job) printf 'apiVersion: batch/v1\nkind: Job\nspec: {template: %s}\n' "$pod" ;;
     CronJob) printf 'apiVersion: batch/v1\nkind: CronJob\nspec: {schedule: "*/5 * * * *", jobTemplate: {spec: {template: %s}}}\n' "$pod" ;;
@@ -307,8 +312,9 @@ sts_patch() { as_reconciler -n "$APP_NS" patch statefulset probe --dry-run=serve
 # An app's StatefulSet runs the app's image and no other (policy
 # hellostateful-reconciler-app-images, its parameters the apps of the namespace): the
 # mover's image, which the reconciler's Jobs may run, or another in an init container, is
-# refused; a template change that keeps the app's image is admitted; and when the app's
-# spec.image changes, the reconciler's own write of the new image is admitted.
+# refused; a template change that keeps the app's image is admitted; a StatefulSet not
+# controlled by the app of its name and uid is refused; and when the app's spec.image
+# changes, the reconciler's own write of the new image is admitted.
 test_an_apps_statefulset_runs_only_the_apps_image() {
   local image new=docker.io/library/busybox:1.36
   wait_for "app probe ready" 150 app_ready "$APP_NS" probe || { on_fail "$APP_NS"; return 1; }
@@ -321,6 +327,13 @@ test_an_apps_statefulset_runs_only_the_apps_image() {
     "securityContext": {"allowPrivilegeEscalation": false}}]}]' || return 1
   sts_patch '[{"op": "add", "path": "/spec/template/metadata/labels/probe", "value": "1"}]' >/dev/null ||
     { echo "a template change keeping the app's image was refused"; return 1; }
+  # Controlled by the app it is named after, with that app's uid: a StatefulSet without an
+  # owner, or claiming the app under another uid, is refused.
+  expect_fail "is controlled by the app it is named after" sts_patch '[{"op": "remove", "path": "/metadata/ownerReferences"}]' || return 1
+  expect_fail "is controlled by the app it is named after" \
+    sts_patch '[{"op": "replace", "path": "/metadata/ownerReferences/0/uid", "value": "00000000-0000-0000-0000-000000000000"}]' || return 1
+  workload StatefulSet "" "{name: c, image: busybox:1.36, securityContext: {allowPrivilegeEscalation: false}}" "$APP_NS" |
+    sed 's/ownerReferences: \[[^]]*\]/ownerReferences: []/' | refused "is controlled by the app it is named after" || return 1
   # The same image by its full name: the app's pod is made anew from what the node holds.
   kubectl -n "$APP_NS" patch hellostateful probe --type=merge -p "{\"spec\": {\"image\": \"$new\"}}" >/dev/null
   wait_for "the StatefulSet runs $new" 60 bash -c \
