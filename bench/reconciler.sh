@@ -101,7 +101,8 @@ parts_created=$(rss_parts "$pid")
 # the claimRef's uid).
 {
   kubectl get statefulsets,services,cronjobs,persistentvolumeclaims -n "$OURS" -l app.kubernetes.io/instance=b00000 -o json
-  kubectl get persistentvolume "hellostateful-backups.$OURS.b00000" -o json
+  kubectl get persistentvolumes -o json \
+    -l "app.kubernetes.io/instance=b00000,app.kubernetes.io/component=backup,hello-stateful.example.com/namespace=$OURS"
 } | jq -cs '
   [.[] | (.items // [.])[] | del(.status) | del(.spec.volumeClaimTemplates[]?.status)
    | del(.spec.claimRef.uid, .spec.claimRef.resourceVersion)

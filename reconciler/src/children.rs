@@ -941,19 +941,6 @@ mod tests {
     use super::*;
     use hellostateful_api::HelloStatefulSpec;
 
-    /// The admission policy `hellostateful-reconciler-app-images` lets a StatefulSet run only
-    /// its app's image, defaulted as `statefulset` defaults it: a default changed in one place
-    /// only would have the API server refuse every app that sets no image.
-    #[test]
-    fn the_image_policy_defaults_the_image_as_statefulsets_do() {
-        let policy = include_str!("../../manifests/admission-policy.yaml");
-        let defaulted = format!(
-            "params.spec.image : '{}'",
-            hellostateful_api::defaults::IMAGE
-        );
-        assert!(policy.contains(&defaulted), "the policy says {defaulted}");
-    }
-
     fn app(spec: serde_json::Value) -> HelloStateful {
         let spec: HelloStatefulSpec = serde_json::from_value(spec).expect("spec");
         let mut app = HelloStateful::new("hello", spec);
