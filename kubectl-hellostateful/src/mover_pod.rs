@@ -327,8 +327,9 @@ pub fn check_endpoint(
 }
 
 /// For a task that writes a node directory's backups: the mover image the app's backup claim
-/// names, the only one the admission policy `hellostateful-backup-claims` lets a tenant's
-/// pod mount that claim for writing with.
+/// names (the settings' moverImage, which a tenant may not read there), the only one the
+/// admission policy `hellostateful-backup-claims` lets a tenant's pod mount that claim for
+/// writing with.
 async fn claim_mover_image(
     kube: &Kube,
     name: &str,
