@@ -162,6 +162,16 @@ impl Plan {
             )),
         }
     }
+
+    /// A cleanup step that cannot end yet, after the steps that `ended` (their warnings are
+    /// said now; their writes wait for the deletion's last pass).
+    fn waiting((write, what): Waits, ended: Vec<Ended>) -> Self {
+        Plan {
+            writes: write.into_iter().collect(),
+            warnings: ended.into_iter().filter_map(|step| step.warning).collect(),
+            outcome: Outcome::Waiting(what),
+        }
+    }
 }
 
 /// The step a pass takes.
@@ -172,28 +182,21 @@ pub fn decide(seen: &Observed) -> Plan {
     // Nothing reads or writes the volumes any more: the wipe, then the purge, each once the
     // one before ended.
     let mut ended = Vec::new();
-    let steps: [&dyn Fn() -> Option<Result<Ended, Waits>>; 2] = [
-        &|| (seen.static_volumes && !seen.volumes.is_empty()).then(|| wipe(seen)),
-        &|| seen.purge.as_ref().map(|purge| backups(seen, purge)),
-    ];
-    for step in steps {
-        match step() {
-            None => {}
-            Some(Ok(step)) => ended.push(step),
-            Some(Err((write, what))) => {
-                return Plan {
-                    writes: write.into_iter().collect(),
-                    warnings: ended.into_iter().filter_map(|e| e.warning).collect(),
-                    outcome: Outcome::Waiting(what),
-                };
-            }
+    if seen.static_volumes && !seen.volumes.is_empty() {
+        match wipe(seen) {
+            Ok(step) => ended.push(step),
+            Err(waits) => return Plan::waiting(waits, ended),
         }
     }
-    if seen.purge.is_none() {
-        ended.push(Ended::note(format!(
+    match &seen.purge {
+        Some(purge) => match backups(seen, purge) {
+            Ok(step) => ended.push(step),
+            Err(waits) => return Plan::waiting(waits, ended),
+        },
+        None => ended.push(Ended::note(format!(
             "backups are kept in {}",
             seen.backups_place
-        )));
+        ))),
     }
     let mut plan = Plan {
         writes: Vec::new(),
