@@ -387,6 +387,60 @@ test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapsh
   [[ ! -e $(data_dir "$ns" mid 0)/big ]] || { echo "the cut-short backup's data came back"; return 1; }
 }
 
+# A backup Job deleted by hand while it runs (here with --cascade=orphan) leaves its pod
+# running, no longer anyone's. Deleting the app waits for that pod as for any that mounts
+# the app's volumes, and says so: no wipe runs under it, so whatever snapshot its mover
+# finishes is whole (issue #33, found by the deletion model).
+test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends() {
+  local ns job pod sum restored
+  FROZEN_MOVER=""
+  ns=$(new_ns orphan)
+  trap "cleanup_ns '$ns'; [[ -z \${FROZEN_MOVER:-} ]] || kill -CONT \$FROZEN_MOVER 2>/dev/null" EXIT
+  app_yaml orph '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app ready" 120 app_ready "$ns" orph || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec orph-0 -c app -- sh -c 'echo complete > /usr/share/hello/marker'
+  [[ $(request "$ns" orph backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  kubectl -n "$ns" exec orph-0 -c app -- sh -c \
+    'head -c 50000000 /dev/urandom > /usr/share/hello/big && echo whole > /usr/share/hello/marker'
+  sum=$(kubectl -n "$ns" exec orph-0 -c app -- sha256sum /usr/share/hello/big | cut -d' ' -f1)
+  annotate "$ns" orph "hello-stateful.example.com/backup-requested=$(date +%s%N)"
+  local deadline=$((SECONDS + 60))
+  until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
+    ((SECONDS < deadline)) || { echo "no backup mover started"; on_fail "$ns"; return 1; }
+    sleep 0.02
+  done
+  kill -STOP $FROZEN_MOVER
+  job=$(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=backup -o name | head -n 1)
+  pod=$(kubectl -n "$ns" get pods -l "job-name=${job#*/}" -o name | head -n 1)
+  [[ -n $job && -n $pod ]] || { kubectl -n "$ns" get jobs,pods; return 1; }
+  kubectl -n "$ns" delete "$job" --cascade=orphan >/dev/null
+  kubectl -n "$ns" delete hellostateful orph --wait=false >/dev/null
+  wait_for "deletion says it waits for the orphaned pod" 60 \
+    status_contains "$ns" orph '{.status.conditions[?(@.type=="Ready")].message}' "${pod#*/}" ||
+    { on_fail "$ns"; return 1; }
+  [[ -z $(kubectl -n "$ns" get jobs -o name | grep wipe-) ]] || { echo "a wipe Job beside the orphaned pod"; kubectl -n "$ns" get jobs,pods; return 1; }
+  # Its mover goes on; until it ends no wipe may run under it.
+  kill -CONT $FROZEN_MOVER
+  while kill -0 $FROZEN_MOVER 2>/dev/null; do
+    if [[ -n $(kubectl -n "$ns" get jobs -o name | grep wipe-) ]]; then
+      echo "a wipe Job was made while the orphaned mover still held the volume"; kubectl -n "$ns" get jobs,pods; return 1
+    fi
+    sleep 1
+  done
+  FROZEN_MOVER=""
+  wait_for "app deleted" 120 bash -c "! kubectl -n '$ns' get hellostateful orph >/dev/null 2>&1" || { on_fail "$ns"; return 1; }
+  # Made again, it restores the newest backup: the orphan's, if its mover finished it (then
+  # whole), else the one before.
+  app_yaml orph '{"replicas": 1, "restoreFromExisting": true}' | kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "app restored and ready" 180 app_ready "$ns" orph || { on_fail "$ns"; return 1; }
+  restored=$(data_dir "$ns" orph 0)
+  case $(cat "$restored/marker") in
+    complete) [[ ! -e $restored/big ]] || { echo "big came back without its marker"; return 1; } ;;
+    whole) [[ $(sha256sum "$restored/big" | cut -d' ' -f1) == "$sum" ]] || { echo "the orphan's snapshot is not whole"; return 1; } ;;
+    *) echo "marker: $(cat "$restored/marker")"; return 1 ;;
+  esac
+}
+
 test_reconciler_has_least_privilege() {
   local sa=system:serviceaccount:hellostateful-system:hellostateful-reconciler
   for denied in "get secrets" "list secrets" "create pods" "delete pods" "create deployments" "delete namespaces" "create clusterroles" "delete jobs" \
@@ -407,6 +461,7 @@ second_lane() {
   run_test walkthrough_2018 test_walkthrough_2018
   run_test delete_during_a_backup_records_no_partial_snapshot test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapshot
   run_test corrupted_backup_is_refused_before_live_data_is_touched test_corrupted_backup_is_refused_before_live_data_is_touched
+  run_test a_backup_pod_orphaned_by_hand_holds_the_deletion test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends
 }
 beside second_lane
 run_test on_demand_backup_and_restore_with_the_plugin test_on_demand_backup_and_restore_with_the_plugin

@@ -516,7 +516,8 @@ fn describe_location(app: &AppRef<'_>, location: &BackupLocation) -> String {
     }
 }
 
-/// What a deletion's pass sees. Only what the app controls counts: look-alikes are not its.
+/// What a deletion's pass sees. Only what the app controls counts (look-alikes are not its),
+/// and any pod of its labels that mounts its volumes, whoever controls it.
 async fn observe_deletion(
     ctx: &Context,
     app: &AppRef<'_>,
@@ -563,21 +564,41 @@ async fn observe_deletion(
             stopping: job.spec.as_ref().and_then(|s| s.active_deadline_seconds) == Some(1),
         })
         .collect();
+    let (wipe, wipe_uid) = cleanup_job(&job_api, &wipe_job, app).await?;
+    let purge_found = match app.app.annotations().get(names::DELETE_BACKUPS) {
+        Some(asked) if asked == "true" => {
+            Some(observe_purge(ctx, app, location, &job_api, purge_job).await?)
+        }
+        _ => None,
+    };
     // The pods themselves: a Job failed or a StatefulSet deleted may still have pods
-    // stopping, and those may still write.
+    // stopping, and those may still write. So may a pod whose Job or StatefulSet was
+    // deleted by hand (orphaned, or not yet collected): any pod that mounts the app's
+    // volumes counts, but the wipe's and the purge's own, which their steps wait for.
     let writers: Vec<&str> = statefulset
         .iter()
         .map(|sts| &sts.metadata)
         .chain(app_jobs.iter().map(|job| &job.metadata))
         .filter_map(|meta| meta.uid.as_deref())
         .collect();
+    let cleaners = [
+        wipe_uid.as_deref(),
+        purge_found.as_ref().and_then(|(_, uid)| uid.as_deref()),
+    ];
+    let backup_target = match location {
+        BackupLocation::Claim(claim) => Some(claim.as_str()),
+        _ => None,
+    };
     let live_pods = Api::<Pod>::namespaced(ctx.client.clone(), &app.namespace)
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .iter()
         .filter(|pod| {
-            kept::controller_uid(&pod.metadata).is_some_and(|owner| writers.contains(&owner))
+            let owner = kept::controller_uid(&pod.metadata);
+            let ours = owner.is_some_and(|owner| writers.contains(&owner))
+                || mounts_the_apps_volumes(pod, app, backup_target);
+            ours && (owner.is_none() || !cleaners.contains(&owner))
                 && !matches!(
                     pod.status.as_ref().and_then(|s| s.phase.as_deref()),
                     Some("Succeeded" | "Failed")
@@ -617,17 +638,6 @@ async fn observe_deletion(
             }
         })
         .collect();
-    let wipe = cleanup_job(&job_api, &wipe_job, app).await?;
-    let delete_backups = app
-        .app
-        .annotations()
-        .get(names::DELETE_BACKUPS)
-        .is_some_and(|v| v == "true");
-    let purge = if delete_backups {
-        Some(observe_purge(ctx, app, location, &job_api, purge_job).await?)
-    } else {
-        None
-    };
     Ok(deletion::Observed {
         namespace: app.namespace.clone(),
         statefulset: statefulset.as_ref().map(|sts| child(&sts.metadata)),
@@ -640,48 +650,70 @@ async fn observe_deletion(
         replicas: app.app.spec.replicas,
         wipe,
         wipe_job,
-        purge,
+        purge: purge_found.map(|(purge, _)| purge),
         backups_place: describe_location(app, location),
     })
 }
 
-/// The state of a wipe or purge Job. A Job of that name that the app does not control (a
-/// tenant's look-alike, made to have its volumes released unwiped) is never taken for it.
+/// Whether `pod` mounts a volume of the app: a data claim, its backup claim, or the claim
+/// its backups go to (`backup_target`).
+fn mounts_the_apps_volumes(pod: &Pod, app: &AppRef<'_>, backup_target: Option<&str>) -> bool {
+    let backup_claim = names::backup_claim(&app.name);
+    pod.spec
+        .iter()
+        .flat_map(|spec| spec.volumes.iter().flatten())
+        .filter_map(|volume| volume.persistent_volume_claim.as_ref())
+        .any(|source| {
+            let claim = source.claim_name.as_str();
+            names::claim_ordinal(&app.name, claim).is_some()
+                || claim == backup_claim
+                || Some(claim) == backup_target
+        })
+}
+
+/// The state of a wipe or purge Job, and its uid if it is the app's. A Job of that name
+/// that the app does not control (a tenant's look-alike, made to have its volumes released
+/// unwiped) is never taken for it.
 async fn cleanup_job(
     jobs: &Api<Job>,
     name: &str,
     app: &AppRef<'_>,
-) -> Result<deletion::Cleanup, Error> {
+) -> Result<(deletion::Cleanup, Option<String>), Error> {
     Ok(match jobs.get_opt(name).await? {
-        None => deletion::Cleanup::Absent,
+        None => (deletion::Cleanup::Absent, None),
         Some(job) if kept::controller_uid(&job.metadata) != Some(app.uid.as_str()) => {
-            deletion::Cleanup::NotOurs
+            (deletion::Cleanup::NotOurs, None)
         }
-        Some(job) => match jobs::state(&job) {
-            JobState::Running => deletion::Cleanup::Running,
-            ended => deletion::Cleanup::Ended(ended),
-        },
+        Some(job) => {
+            let state = match jobs::state(&job) {
+                JobState::Running => deletion::Cleanup::Running,
+                ended => deletion::Cleanup::Ended(ended),
+            };
+            (state, job.metadata.uid)
+        }
     })
 }
 
 /// What a deletion's pass sees of the backups it is to delete: whether a Job can reach
-/// them, its purge Job, and what holds them that goes once they are deleted.
+/// them, its purge Job (and that Job's uid), and what holds them that goes once they are
+/// deleted.
 async fn observe_purge(
     ctx: &Context,
     app: &AppRef<'_>,
     location: &BackupLocation,
     jobs: &Api<Job>,
     job_name: String,
-) -> Result<deletion::Purge, Error> {
+) -> Result<(deletion::Purge, Option<String>), Error> {
     let claims = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &app.namespace);
     let reachable = match location {
         BackupLocation::NodeRoot(_) => claims.get_opt(&names::backup_claim(&app.name)).await?,
         BackupLocation::Claim(claim) => claims.get_opt(claim).await?,
         BackupLocation::ObjectStore(_) => None,
     };
+    let (job, job_uid) = cleanup_job(jobs, &job_name, app).await?;
     let mut purge = deletion::Purge {
         reachable: reachable.is_some() || matches!(location, BackupLocation::ObjectStore(_)),
-        job: cleanup_job(jobs, &job_name, app).await?,
+        job,
         job_name,
         claim: None,
         volumes: Vec::new(),
@@ -732,7 +764,7 @@ async fn observe_purge(
             .and_then(children::volume_node)
             .filter(|node| ctx.cache.node(node).is_none());
     }
-    Ok(purge)
+    Ok((purge, job_uid))
 }
 
 /// Makes one write of a deletion's plan. A delete that finds nothing to delete is done.

@@ -2108,6 +2108,92 @@ async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
     );
 }
 
+/// The wiped app's pod mounting `claim`, of the app's labels, controlled by Job `owner_uid`.
+fn pod_mounting(name: &str, claim: &str, owner_uid: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name, "namespace": "ns1",
+            "labels": names::labels("hello", names::Component::Backup),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                "uid": owner_uid, "controller": true}]},
+        "spec": {"containers": [{"name": "mover", "image": "mover"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]},
+        "status": {"phase": "Running"}})
+}
+
+/// Found by the deletion model: a backup Job deleted by hand while it runs leaves its pod
+/// running (orphaned, or until the garbage collector gets to it). That pod still reads the
+/// volumes, and a snapshot it finishes would record what the wipe left.
+#[tokio::test]
+async fn a_pod_of_a_backup_job_deleted_by_hand_holds_the_wipe() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let app_ref = AppRef::new(&app).expect("app");
+    let (result, seen) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
+        .on("GET", JOBS, list(vec![]))
+        .on(
+            "GET",
+            PODS,
+            list(vec![pod_mounting(
+                "backup-hello-1-x",
+                "data-hello-0",
+                "gone-job",
+            )]),
+        )
+        .on(
+            "GET",
+            PVS,
+            list(vec![value(
+                &children::volume(&app_ref, 0, "node-a").expect("pv"),
+            )]),
+        )
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits");
+    assert!(error.contains("pod backup-hello-1-x"), "{error}");
+    let writes = writes(&seen);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| w == &format!("POST {JOBS}") || w.contains(PVS)),
+        "no wipe and no release while a pod may still read the volumes: {writes:?}"
+    );
+}
+
+/// The wipe Job's own pod mounts the volumes too: the deletion waits for that Job, not for
+/// its pod as for a reader.
+#[tokio::test]
+async fn the_wipe_jobs_own_pod_is_waited_for_as_the_wipe() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let app_ref = AppRef::new(&app).expect("app");
+    let wipe = names::wipe_job("hello", "uid-1");
+    let job = json!({"metadata": {"name": wipe, "uid": "wipe-uid",
+            "labels": names::labels("hello", names::Component::Storage),
+            "ownerReferences": [{"apiVersion": "hello-stateful.example.com/v1alpha1",
+                "kind": "HelloStateful", "name": "hello", "uid": "uid-1", "controller": true}]},
+        "status": {"active": 1}});
+    let (result, _) = Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
+        .on("GET", JOBS, list(vec![]))
+        .on(
+            "GET",
+            PODS,
+            list(vec![pod_mounting(&wipe, "data-hello-0", "wipe-uid")]),
+        )
+        .on(
+            "GET",
+            PVS,
+            list(vec![value(
+                &children::volume(&app_ref, 0, "node-a").expect("pv"),
+            )]),
+        )
+        .on("GET", &format!("{JOBS}/{wipe}"), job)
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits");
+    assert!(error.contains(&format!("Job {wipe} to end")), "{error}");
+}
+
 #[tokio::test]
 async fn a_new_app_waits_for_the_statefulset_of_an_earlier_app_of_its_name() {
     let earlier = app(seed(), json!({}), json!({}));
