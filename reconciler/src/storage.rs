@@ -212,7 +212,8 @@ pub fn plan(
                     return Ok(plan.waiting(
                         "OldVolumeReleasing",
                         format!(
-                            "waiting for PersistentVolume {name} of an earlier app of this name to be released"
+                            "waiting for PersistentVolume {name} of an earlier app of this name to be released; {}",
+                            claim_held(&names::claim(&app.name, ordinal))
                         ),
                     ));
                 }
@@ -232,8 +233,9 @@ pub fn plan(
                 return Ok(plan.waiting(
                     "OldClaimReleasing",
                     format!(
-                        "waiting for PersistentVolumeClaim {} of an earlier app of this name to be deleted",
-                        names::claim(&app.name, ordinal)
+                        "waiting for PersistentVolumeClaim {} of an earlier app of this name to be deleted; {}",
+                        names::claim(&app.name, ordinal),
+                        claim_held(&names::claim(&app.name, ordinal))
                     ),
                 ));
             }
@@ -308,6 +310,15 @@ fn data_node(
         &observed.nodes,
         &spec.node_selector.clone().unwrap_or_default(),
         spec.tolerations.as_deref().unwrap_or_default(),
+    )
+}
+
+/// What keeps an earlier app's claim from going, said to the user: the API server keeps a
+/// claim while any scheduled pod names it, even one that ended (an orphaned mover pod, say),
+/// and nothing of the reconciler's may delete pods.
+fn claim_held(claim: &str) -> String {
+    format!(
+        "if it stays, a pod still names claim {claim} (even an ended pod holds it): delete that pod"
     )
 }
 
@@ -600,13 +611,17 @@ mod tests {
             written(&plan),
             [format!("volume {}", names::volume("ns1", "hello", 0))]
         );
-        assert!(matches!(
-            plan.verdict,
-            Verdict::Wait {
-                reason: "OldVolumeReleasing",
-                ..
-            }
-        ));
+        assert!(
+            matches!(
+                &plan.verdict,
+                Verdict::Wait {
+                    reason: "OldVolumeReleasing",
+                    message,
+                } if message.contains("a pod still names claim data-hello-1")
+            ),
+            "{:?}",
+            plan.verdict
+        );
         assert_eq!(plan.node_name, NodeName::Keep);
 
         let mut observed = nothing(&app);
