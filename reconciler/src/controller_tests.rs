@@ -2078,25 +2078,13 @@ async fn deleting_an_app_stops_its_schedule_and_a_running_backup_before_its_data
 #[tokio::test]
 async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
     let app = being_deleted(app(seed(), json!({}), json!({})));
-    let app_ref = AppRef::new(&app).expect("app");
     let wipe = names::wipe_job("hello", "uid-1");
     // A tenant's Job of the predictable name, "succeeded", to have the volumes released
     // unwiped.
     let forged = json!({"metadata": {"name": wipe,
             "labels": names::labels("hello", names::Component::Storage)},
         "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}});
-    let (result, seen) = Api::new()
-        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", NODES, list(vec![node_a()]))
-        .on("GET", JOBS, list(vec![]))
-        .on("GET", PODS, list(vec![]))
-        .on(
-            "GET",
-            PVS,
-            list(vec![value(
-                &children::volume(&app_ref, 0, "node-a").expect("pv"),
-            )]),
-        )
+    let (result, seen) = deleted_on_node_a(&app, vec![])
         .on("GET", &format!("{JOBS}/{wipe}"), forged)
         .reconcile(app)
         .await;
@@ -2106,6 +2094,19 @@ async fn a_look_alike_wipe_job_is_never_taken_for_the_apps_own() {
         !writes(&seen).iter().any(|w| w.contains(PVS)),
         "the volume is not released: {seen:?}"
     );
+}
+
+/// An app being deleted, its one static volume on node-a, no Job of its labels, and these
+/// pods of its labels.
+fn deleted_on_node_a(app: &HelloStateful, pods: Vec<Value>) -> Api {
+    let app_ref = AppRef::new(app).expect("app");
+    let volume = children::volume(&app_ref, 0, "node-a").expect("pv");
+    Api::new()
+        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
+        .on("GET", NODES, list(vec![node_a()]))
+        .on("GET", JOBS, list(vec![]))
+        .on("GET", PODS, list(pods))
+        .on("GET", PVS, list(vec![value(&volume)]))
 }
 
 /// The wiped app's pod mounting `claim`, of the app's labels, controlled by Job `owner_uid`.
@@ -2125,29 +2126,8 @@ fn pod_mounting(name: &str, claim: &str, owner_uid: &str) -> serde_json::Value {
 #[tokio::test]
 async fn a_pod_of_a_backup_job_deleted_by_hand_holds_the_wipe() {
     let app = being_deleted(app(seed(), json!({}), json!({})));
-    let app_ref = AppRef::new(&app).expect("app");
-    let (result, seen) = Api::new()
-        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", NODES, list(vec![node_a()]))
-        .on("GET", JOBS, list(vec![]))
-        .on(
-            "GET",
-            PODS,
-            list(vec![pod_mounting(
-                "backup-hello-1-x",
-                "data-hello-0",
-                "gone-job",
-            )]),
-        )
-        .on(
-            "GET",
-            PVS,
-            list(vec![value(
-                &children::volume(&app_ref, 0, "node-a").expect("pv"),
-            )]),
-        )
-        .reconcile(app)
-        .await;
+    let orphan = pod_mounting("backup-hello-1-x", "data-hello-0", "gone-job");
+    let (result, seen) = deleted_on_node_a(&app, vec![orphan]).reconcile(app).await;
     let error = result.expect_err("deletion waits");
     assert!(error.contains("pod backup-hello-1-x"), "{error}");
     let writes = writes(&seen);
@@ -2164,34 +2144,48 @@ async fn a_pod_of_a_backup_job_deleted_by_hand_holds_the_wipe() {
 #[tokio::test]
 async fn the_wipe_jobs_own_pod_is_waited_for_as_the_wipe() {
     let app = being_deleted(app(seed(), json!({}), json!({})));
-    let app_ref = AppRef::new(&app).expect("app");
     let wipe = names::wipe_job("hello", "uid-1");
-    let job = json!({"metadata": {"name": wipe, "uid": "wipe-uid",
-            "labels": names::labels("hello", names::Component::Storage),
-            "ownerReferences": [{"apiVersion": "hello-stateful.example.com/v1alpha1",
-                "kind": "HelloStateful", "name": "hello", "uid": "uid-1", "controller": true}]},
-        "status": {"active": 1}});
-    let (result, _) = Api::new()
-        .on("GET", NAMESPACE, namespace(NAMESPACE_UID))
-        .on("GET", NODES, list(vec![node_a()]))
-        .on("GET", JOBS, list(vec![]))
-        .on(
-            "GET",
-            PODS,
-            list(vec![pod_mounting(&wipe, "data-hello-0", "wipe-uid")]),
-        )
-        .on(
-            "GET",
-            PVS,
-            list(vec![value(
-                &children::volume(&app_ref, 0, "node-a").expect("pv"),
-            )]),
-        )
-        .on("GET", &format!("{JOBS}/{wipe}"), job)
+    let wipe_pod = pod_mounting(&wipe, "data-hello-0", "wipe-uid");
+    let (result, _) = deleted_on_node_a(&app, vec![wipe_pod])
+        .on("GET", &format!("{JOBS}/{wipe}"), running_wipe_job(&wipe))
         .reconcile(app)
         .await;
     let error = result.expect_err("deletion waits");
     assert!(error.contains(&format!("Job {wipe} to end")), "{error}");
+}
+
+/// The app's wipe Job `name`, of uid `wipe-uid`, its pod running.
+fn running_wipe_job(name: &str) -> Value {
+    json!({"metadata": {"name": name, "uid": "wipe-uid",
+            "labels": names::labels("hello", names::Component::Storage),
+            "ownerReferences": [{"apiVersion": "hello-stateful.example.com/v1alpha1",
+                "kind": "HelloStateful", "name": "hello", "uid": "uid-1", "controller": true}]},
+        "status": {"active": 1}})
+}
+
+/// Found by the deletion model: the app's namespace deleted while its wipe runs. The
+/// namespace takes no new Job, but the wipe made before it still wipes: the volumes are
+/// released once it ended, not at once as if no wipe could run.
+#[tokio::test]
+async fn a_wipe_running_when_the_namespace_is_deleted_is_waited_for() {
+    let app = being_deleted(app(seed(), json!({}), json!({})));
+    let wipe = names::wipe_job("hello", "uid-1");
+    let terminating = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "ns1", "uid": NAMESPACE_UID,
+            "deletionTimestamp": "2026-12-05T06:00:00Z"},
+        "status": {"phase": "Terminating"}});
+    let wipe_pod = pod_mounting(&wipe, "data-hello-0", "wipe-uid");
+    let (result, seen) = deleted_on_node_a(&app, vec![wipe_pod])
+        .on("GET", NAMESPACE, terminating)
+        .on("GET", &format!("{JOBS}/{wipe}"), running_wipe_job(&wipe))
+        .reconcile(app)
+        .await;
+    let error = result.expect_err("deletion waits");
+    assert!(error.contains(&format!("Job {wipe} to end")), "{error}");
+    assert!(
+        !writes(&seen).iter().any(|w| w.contains(PVS)),
+        "no volume released while the wipe runs: {seen:?}"
+    );
 }
 
 #[tokio::test]

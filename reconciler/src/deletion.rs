@@ -90,6 +90,13 @@ pub enum Cleanup {
     Ended(JobState),
 }
 
+impl Cleanup {
+    /// The app's own Job, running or ended.
+    fn is_ours(&self) -> bool {
+        matches!(self, Cleanup::Running | Cleanup::Ended(_))
+    }
+}
+
 /// The backups to delete with the app.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Purge {
@@ -283,7 +290,9 @@ fn wipe(seen: &Observed) -> Result<Ended, Waits> {
         .filter_map(|volume| volume.path.as_deref())
         .collect::<Vec<_>>()
         .join(", ");
-    if seen.namespace_terminating {
+    // A namespace being deleted accepts no new Job, but a wipe made before may still be
+    // wiping: that one is waited for, and said as it ended.
+    if seen.namespace_terminating && !seen.wipe.is_ours() {
         return Ok(Ended::note(format!(
             "live data not wiped: namespace {} is being deleted and accepts no Job; it stays in {paths}, which no later app is given",
             seen.namespace
@@ -328,7 +337,7 @@ fn wipe(seen: &Observed) -> Result<Ended, Waits> {
 /// them), or what it waits for.
 fn backups(seen: &Observed, purge: &Purge) -> Result<Ended, Waits> {
     let place = &seen.backups_place;
-    if seen.namespace_terminating || !purge.reachable {
+    if seen.namespace_terminating && !purge.job.is_ours() || !purge.reachable {
         return Ok(Ended::note(format!(
             "backups not deleted: no Job can reach {place} now; they stay"
         )));
@@ -516,6 +525,14 @@ mod tests {
         let plan = decide(&seen);
         assert_eq!(plan.writes, [Write::ReleaseVolume("pv-0".into())]);
         assert!(matches!(plan.outcome, Outcome::Done(d) if d.contains("backups not deleted")));
+        // A wipe made before the namespace's deletion may still be wiping: waited for.
+        seen.wipe = Cleanup::Running;
+        let plan = decide(&seen);
+        assert!(plan.writes.is_empty(), "{plan:?}");
+        assert!(matches!(plan.outcome, Outcome::Waiting(w) if w.contains("Job wipe-hello to end")));
+        seen.wipe = Cleanup::Ended(JobState::Succeeded);
+        let plan = decide(&seen);
+        assert!(matches!(plan.outcome, Outcome::Done(d) if d.contains("live data wiped")));
     }
 
     #[test]

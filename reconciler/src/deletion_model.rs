@@ -17,7 +17,10 @@
 //! makes another); the node lost for good (its pods frozen until the pod garbage collector
 //! removes them, no new pod starts there); a status write lost; a tenant's Job of the wipe
 //! Job's name made before the reconciler's (and maybe deleted later); the wipe Job failing
-//! for good; a backup Job deleted by hand while it runs, its pod left running. A reconciler
+//! for good; a backup, wipe or purge Job deleted by hand while it runs, its pod left running
+//! (an orphan, which goes on with its steps); the app's namespace deleted (the namespace
+//! controller then deletes its StatefulSet, CronJob and Jobs, their pods told to stop, and
+//! no Job or pod can be made there). A reconciler
 //! restart is no action: a pass starts from the durable state
 //! whatever ran before.
 //!
@@ -35,16 +38,18 @@
 //! already skipped on a gone node; the purge was not). And a backup Job deleted by hand
 //! while it ran hid its pod, still running, from the pass (it counted only the pods of the
 //! Jobs it listed): the wipe began under it, and the snapshot it then finished recorded a
-//! wiped volume. A pass now counts every pod that mounts the app's volumes.
+//! wiped volume. A pass now counts every pod that mounts the app's volumes. And a namespace
+//! deleted while the wipe Job existed had the volumes released at once, as if no wipe could
+//! run, while that Job's pod could still be wiping: a wipe or purge Job made before the
+//! namespace's deletion is now waited for.
 //!
-//! Figures (2-core dev machine, debug build, one thread, an e2e test running beside): with
-//! 2 faults (the default, run by `cargo test`) 504,413 states in 14 s; with 3, 1,272,262 in
-//! 35 s. Every property holds in each. The checks that it can fail: deciding without the
+//! Figures (2-core dev machine, debug build, one thread): with 2 faults (the default, run by
+//! `cargo test`) 868,664 states in 25 s. Every property holds in each. The checks that it can fail: deciding without the
 //! pods that still stop, releasing the volumes while the wipe runs, or leaving the CronJob
 //! alone each break a property within a few hundred milliseconds.
 //!
 //! Left out: volumes on two nodes; backups in an object store (its purge runs on any
-//! node); a namespace being deleted; a wipe or purge Job deleted by hand; a pass that fails
+//! node); a pass that fails
 //! midway (its writes are each idempotent, and a later pass sees what landed); how
 //! `controller::observe_deletion` reads the cluster (this model builds what it would see).
 
@@ -127,6 +132,9 @@ struct World {
     schedule: Option<bool>,
     backups: Vec<Backup>,
     wipe: Option<Run>,
+    /// Pods of wipe or purge Jobs deleted while they ran (by hand, or by the namespace's
+    /// deletion): they go on with their steps until they end.
+    orphans: Vec<(Kind, Run)>,
     /// The app asks for its backups to be deleted with it.
     purge_asked: bool,
     purge: Option<Run>,
@@ -139,6 +147,9 @@ struct World {
     released: [bool; REPLICAS],
     /// The node of both volumes is gone for good (its Node object deleted).
     node_gone: bool,
+    /// The namespace is being deleted: the namespace controller deletes what is in it, and
+    /// no Job or pod can be made there any more.
+    namespace_terminating: bool,
     /// What the app's status says deletion waits for.
     said: Option<String>,
     /// The finalizer is removed: the app is gone.
@@ -174,6 +185,7 @@ impl World {
                 saw_wipe: false,
             }],
             wipe: None,
+            orphans: Vec::new(),
             purge_asked,
             purge: None,
             purged: false,
@@ -182,6 +194,7 @@ impl World {
             wiped: [false; REPLICAS],
             released: [false; REPLICAS],
             node_gone: false,
+            namespace_terminating: false,
             said: None,
             done: false,
             faults: 0,
@@ -201,7 +214,33 @@ impl World {
     }
 
     fn any_pod_active(&self) -> bool {
-        self.active_readers() || self.wipe.is_some_and(|w| w.pod.active())
+        self.active_readers()
+            || self.wipe.is_some_and(|w| w.pod.active())
+            || self.orphans.iter().any(|(kind, _)| *kind == Kind::Wipe)
+    }
+
+    /// The step a wipe's or purge's mover takes after `done` others, by the pod of a Job or
+    /// an orphan.
+    fn cleanup_step(&mut self, before: &World, kind: Kind, done: u8) {
+        match kind {
+            Kind::Wipe => {
+                self.wiped_beside |= before.active_readers();
+                self.wiped[usize::from(done)] = true;
+                for backup in self.backups.iter_mut().filter(|b| b.pod.active()) {
+                    backup.saw_wipe = true;
+                }
+            }
+            Kind::Purge => {
+                self.kept_a_backup |= before.backup_readers();
+                self.purged = true;
+            }
+        }
+    }
+
+    /// Whether a purge's pod, its Job's or an orphan, may be deleting the backups.
+    fn purging(&self) -> bool {
+        self.purge.is_some_and(|p| p.pod.active())
+            || self.orphans.iter().any(|(kind, _)| *kind == Kind::Purge)
     }
 
     fn run(&self, kind: Kind) -> Option<Run> {
@@ -253,8 +292,14 @@ impl World {
                         .filter(|(_, b)| b.pod.active())
                         .map(|(i, _)| format!("{}-pod", Self::backup_name(i))),
                 )
+                // A wipe's pod mounts the data claims, a purge's the backup claim.
+                .chain(
+                    self.orphans
+                        .iter()
+                        .map(|(kind, _)| format!("orphaned-{kind:?}-pod")),
+                )
                 .collect(),
-            namespace_terminating: false,
+            namespace_terminating: self.namespace_terminating,
             static_volumes: true,
             volumes: (0..REPLICAS)
                 .filter(|n| !self.released[*n])
@@ -343,6 +388,17 @@ enum Action {
     /// A backup Job deleted by hand while it runs: its pod is not stopped with it (deleted
     /// with `--cascade=orphan`, or the garbage collector not there yet).
     DeleteBackupJob(usize),
+    /// The same of a wipe or purge Job: its pod, if any, goes on as an orphan.
+    DeleteCleanupJob(Kind),
+    /// The app's namespace deleted.
+    DeleteNamespace,
+    /// The namespace controller deletes what is left in the namespace being deleted: the
+    /// StatefulSet, the CronJob and the Jobs, their pods told to stop.
+    SweepNamespace,
+    /// An orphaned wipe or purge pod takes its next step (the last one ends it).
+    OrphanStep(usize),
+    /// An orphaned pod told to stop ends.
+    StopOrphan(usize),
 }
 
 impl Action {
@@ -357,6 +413,8 @@ impl Action {
                 | Action::MakeLookAlike
                 | Action::DeleteLookAlike
                 | Action::DeleteBackupJob(_)
+                | Action::DeleteCleanupJob(_)
+                | Action::DeleteNamespace
         )
     }
 }
@@ -383,10 +441,11 @@ impl DeletionSim {
                         backup.stopping = true;
                     }
                 }
-                // The API server refuses a Job of a name that exists (409).
+                // The API server refuses a Job of a name that exists (409), and any Job in a
+                // namespace being deleted (403).
                 Write::MakeWipe { replicas } => {
                     assert_eq!(*replicas, 2, "the wipe covers every volume");
-                    if next.wipe.is_none() && !next.look_alike {
+                    if next.wipe.is_none() && !next.look_alike && !w.namespace_terminating {
                         next.wipe = Some(Run {
                             phase: Phase::Running,
                             pod: Pod::Absent,
@@ -394,7 +453,7 @@ impl DeletionSim {
                         });
                     }
                 }
-                Write::MakePurge => {
+                Write::MakePurge if !w.namespace_terminating => {
                     next.kept_a_backup |= w.backup_readers();
                     next.purge.get_or_insert(Run {
                         phase: Phase::Running,
@@ -402,6 +461,7 @@ impl DeletionSim {
                         done: 0,
                     });
                 }
+                Write::MakePurge => {}
                 Write::DeleteBackupClaim(_) => {
                     assert!(
                         next.purged,
@@ -412,7 +472,10 @@ impl DeletionSim {
                 Write::DeleteBackupVolume(_) => {}
                 Write::ReleaseVolume(name) => {
                     let n = usize::from(name.ends_with('1'));
-                    let wipe_ended = w.wipe.is_some_and(|wipe| wipe.phase != Phase::Running);
+                    // A namespace being deleted takes no wipe: the data stays unwiped.
+                    let wipe_ended = w
+                        .wipe
+                        .map_or(w.namespace_terminating, |wipe| wipe.phase != Phase::Running);
                     next.early_release |= !w.node_gone && (w.any_pod_active() || !wipe_ended);
                     next.released[n] = true;
                 }
@@ -465,7 +528,8 @@ impl DeletionSim {
                 next.app_pods[n] = Pod::Absent;
             }
             Action::Schedule => {
-                if w.schedule.is_none() || w.backups.len() >= MAX_BACKUPS {
+                if w.schedule.is_none() || w.backups.len() >= MAX_BACKUPS || w.namespace_terminating
+                {
                     return None;
                 }
                 next.backups.push(Backup {
@@ -499,6 +563,7 @@ impl DeletionSim {
                 let b = w.backups[i];
                 if !(up && !b.gone && b.phase == Phase::Running && !b.stopping && !b.deleting)
                     || b.pod.active()
+                    || w.namespace_terminating
                 {
                     return None;
                 }
@@ -512,7 +577,7 @@ impl DeletionSim {
                     return None;
                 }
                 next.bad_snapshot |= b.saw_wipe;
-                next.kept_a_backup |= w.purge.is_some();
+                next.kept_a_backup |= w.purge.is_some() || w.purging() || w.purged;
                 next.backups[i].pod = Pod::Absent;
                 if b.phase == Phase::Running {
                     next.backups[i].phase = Phase::Succeeded;
@@ -553,7 +618,11 @@ impl DeletionSim {
             }
             Action::StartCleanupPod(kind) => {
                 let run = w.run(kind)?;
-                if !(up && run.phase == Phase::Running && run.pod == Pod::Absent) {
+                if !(up
+                    && run.phase == Phase::Running
+                    && run.pod == Pod::Absent
+                    && !w.namespace_terminating)
+                {
                     return None;
                 }
                 *next.run_mut(kind) = Some(Run {
@@ -567,19 +636,7 @@ impl DeletionSim {
                 if !(up && run.pod.active() && run.done < kind.steps()) {
                     return None;
                 }
-                match kind {
-                    Kind::Wipe => {
-                        next.wiped_beside |= w.active_readers();
-                        next.wiped[usize::from(run.done)] = true;
-                        for backup in next.backups.iter_mut().filter(|b| b.pod.active()) {
-                            backup.saw_wipe = true;
-                        }
-                    }
-                    Kind::Purge => {
-                        next.kept_a_backup |= w.backup_readers();
-                        next.purged = true;
-                    }
-                }
+                next.cleanup_step(w, kind, run.done);
                 let done = run.done + 1;
                 *next.run_mut(kind) = Some(if done == kind.steps() {
                     Run {
@@ -635,6 +692,7 @@ impl DeletionSim {
                 for run in [&mut next.wipe, &mut next.purge].into_iter().flatten() {
                     run.pod = Pod::Absent;
                 }
+                next.orphans.clear();
             }
             Action::LoseNode => {
                 if !up {
@@ -659,6 +717,72 @@ impl DeletionSim {
                     return None;
                 }
                 next.backups[i].gone = true;
+            }
+            Action::DeleteCleanupJob(kind) => {
+                let run = w.run(kind)?;
+                if run.pod.active() {
+                    next.orphans.push((kind, run));
+                }
+                *next.run_mut(kind) = None;
+            }
+            Action::DeleteNamespace => {
+                if w.namespace_terminating {
+                    return None;
+                }
+                next.namespace_terminating = true;
+            }
+            Action::SweepNamespace => {
+                if !w.namespace_terminating {
+                    return None;
+                }
+                // Pods on a gone node stay as they were until the pod garbage collector.
+                let stop = |pod: &mut Pod| {
+                    if up && *pod == Pod::Running {
+                        *pod = Pod::Stopping;
+                    }
+                };
+                next.look_alike = false;
+                if next.statefulset.is_some() {
+                    next.statefulset = Some(true);
+                }
+                next.app_pods.iter_mut().for_each(stop);
+                if next.schedule.is_some() {
+                    next.schedule = Some(true);
+                }
+                for backup in &mut next.backups {
+                    backup.gone = true;
+                    stop(&mut backup.pod);
+                }
+                for kind in [Kind::Wipe, Kind::Purge] {
+                    if let Some(run) = next.run_mut(kind).take()
+                        && run.pod.active()
+                    {
+                        next.orphans.push((kind, run));
+                    }
+                }
+                for (_, run) in &mut next.orphans {
+                    stop(&mut run.pod);
+                }
+            }
+            Action::OrphanStep(i) => {
+                let (kind, run) = *w.orphans.get(i)?;
+                if !up {
+                    return None;
+                }
+                next.cleanup_step(w, kind, run.done);
+                let done = run.done + 1;
+                if done == kind.steps() {
+                    next.orphans.remove(i);
+                } else {
+                    next.orphans[i].1.done = done;
+                }
+            }
+            Action::StopOrphan(i) => {
+                let (_, run) = *w.orphans.get(i)?;
+                if !(up && run.pod == Pod::Stopping) {
+                    return None;
+                }
+                next.orphans.remove(i);
             }
         }
         Some(next)
@@ -693,7 +817,11 @@ impl Model for DeletionSim {
             Action::Schedule,
             Action::CollectSchedule,
             Action::CollectPods,
+            Action::SweepNamespace,
         ]);
+        for i in 0..w.orphans.len() {
+            actions.extend([Action::OrphanStep(i), Action::StopOrphan(i)]);
+        }
         for kind in [Kind::Wipe, Kind::Purge] {
             actions.extend([
                 Action::StartCleanupPod(kind),
@@ -721,6 +849,9 @@ impl Model for DeletionSim {
                 Action::LoseNode,
                 Action::MakeLookAlike,
                 Action::DeleteLookAlike,
+                Action::DeleteCleanupJob(Kind::Wipe),
+                Action::DeleteCleanupJob(Kind::Purge),
+                Action::DeleteNamespace,
             ]);
             actions.extend((0..w.backups.len()).map(Action::KillBackupPod));
             actions.extend((0..w.backups.len()).map(Action::DeleteBackupJob));
@@ -770,8 +901,19 @@ impl Model for DeletionSim {
             Property::sometimes("the deletion ends on a gone node", |_, w: &World| {
                 w.done && w.node_gone
             }),
+            Property::sometimes(
+                "the deletion ends in a namespace being deleted",
+                |_, w: &World| w.done && w.namespace_terminating,
+            ),
         ]
     }
+}
+
+/// Takes `action`, which must change `w`.
+fn step(sim: &DeletionSim, w: &mut World, action: Action) {
+    *w = sim
+        .next_state(w, action.clone())
+        .unwrap_or_else(|| panic!("{action:?} changes nothing: {w:#?}"));
 }
 
 /// Explores every interleaving of the cluster's moves and up to `HS_SIM_FAULTS` faults (2
@@ -790,18 +932,13 @@ fn every_interleaving_of_a_deletion_keeps_the_invariants() {
 fn a_backup_running_when_the_app_is_deleted_ends_before_the_wipe_begins() {
     let sim = DeletionSim { max_faults: 0 };
     let mut w = World::deleted_while_backing_up(false);
-    let step = |w: &mut World, action: Action| {
-        *w = sim
-            .next_state(w, action.clone())
-            .unwrap_or_else(|| panic!("{action:?} changes nothing: {w:#?}"));
-    };
-    step(&mut w, Action::Pass);
+    step(&sim, &mut w, Action::Pass);
     assert_eq!(w.statefulset, Some(true));
     assert_eq!(w.schedule, Some(true));
     assert!(w.backups[0].stopping);
     // The CronJob, being deleted, still starts a backup; it is deleted with it.
-    step(&mut w, Action::Schedule);
-    step(&mut w, Action::Pass);
+    step(&sim, &mut w, Action::Schedule);
+    step(&sim, &mut w, Action::Pass);
     assert!(
         w.wipe.is_none(),
         "no wipe while a backup or the app may run"
@@ -811,23 +948,23 @@ fn a_backup_running_when_the_app_is_deleted_ends_before_the_wipe_begins() {
             .as_deref()
             .is_some_and(|s| s.contains("Job backup-0"))
     );
-    step(&mut w, Action::Deadline(0));
-    step(&mut w, Action::StopBackupPod(0));
-    step(&mut w, Action::CollectSchedule);
+    step(&sim, &mut w, Action::Deadline(0));
+    step(&sim, &mut w, Action::StopBackupPod(0));
+    step(&sim, &mut w, Action::CollectSchedule);
     assert!(w.backups[1].deleting);
-    step(&mut w, Action::RemoveBackup(1));
-    step(&mut w, Action::CollectSchedule);
+    step(&sim, &mut w, Action::RemoveBackup(1));
+    step(&sim, &mut w, Action::CollectSchedule);
     assert_eq!(w.schedule, None);
-    step(&mut w, Action::CollectStatefulSet);
-    step(&mut w, Action::StopAppPod(0));
-    step(&mut w, Action::StopAppPod(1));
-    step(&mut w, Action::CollectStatefulSet);
-    step(&mut w, Action::Pass);
+    step(&sim, &mut w, Action::CollectStatefulSet);
+    step(&sim, &mut w, Action::StopAppPod(0));
+    step(&sim, &mut w, Action::StopAppPod(1));
+    step(&sim, &mut w, Action::CollectStatefulSet);
+    step(&sim, &mut w, Action::Pass);
     assert!(w.wipe.is_some(), "the wipe once nothing runs");
-    step(&mut w, Action::StartCleanupPod(Kind::Wipe));
-    step(&mut w, Action::CleanupStep(Kind::Wipe));
-    step(&mut w, Action::CleanupStep(Kind::Wipe));
-    step(&mut w, Action::Pass);
+    step(&sim, &mut w, Action::StartCleanupPod(Kind::Wipe));
+    step(&sim, &mut w, Action::CleanupStep(Kind::Wipe));
+    step(&sim, &mut w, Action::CleanupStep(Kind::Wipe));
+    step(&sim, &mut w, Action::Pass);
     assert!(w.done && w.released.iter().all(|r| *r));
     assert!(!w.bad_snapshot && !w.wiped_beside && !w.early_release);
 }
@@ -849,9 +986,7 @@ fn deleting_an_app_whose_backups_node_is_gone_ends_without_the_purge() {
         Action::CollectSchedule,
         Action::Pass,
     ] {
-        w = sim
-            .next_state(&w, action.clone())
-            .unwrap_or_else(|| panic!("{action:?} changes nothing: {w:#?}"));
+        step(&sim, &mut w, action);
     }
     assert!(w.done, "{w:#?}");
     assert!(
@@ -868,11 +1003,6 @@ fn deleting_an_app_whose_backups_node_is_gone_ends_without_the_purge() {
 fn a_backup_job_deleted_by_hand_holds_the_wipe_until_its_pod_ends() {
     let sim = DeletionSim { max_faults: 1 };
     let mut w = World::deleted_while_backing_up(false);
-    let step = |w: &mut World, action: Action| {
-        *w = sim
-            .next_state(w, action.clone())
-            .unwrap_or_else(|| panic!("{action:?} changes nothing: {w:#?}"));
-    };
     for action in [
         Action::Pass,
         Action::DeleteBackupJob(0),
@@ -883,7 +1013,7 @@ fn a_backup_job_deleted_by_hand_holds_the_wipe_until_its_pod_ends() {
         Action::CollectSchedule,
         Action::Pass,
     ] {
-        step(&mut w, action);
+        step(&sim, &mut w, action);
     }
     assert!(w.wipe.is_none(), "no wipe while the pod runs: {w:#?}");
     assert!(
@@ -891,8 +1021,54 @@ fn a_backup_job_deleted_by_hand_holds_the_wipe_until_its_pod_ends() {
             .as_deref()
             .is_some_and(|s| s.contains("pod backup-0-pod"))
     );
-    step(&mut w, Action::FinishBackup(0));
-    step(&mut w, Action::Pass);
+    step(&sim, &mut w, Action::FinishBackup(0));
+    step(&sim, &mut w, Action::Pass);
     assert!(w.wipe.is_some(), "the wipe once the pod ended");
     assert!(!w.bad_snapshot && !w.wiped_beside);
+}
+
+/// Found by this model: the app's namespace deleted while its wipe runs. A pass took the
+/// namespace's deletion for "no wipe can run" and released the volumes under the running
+/// wipe. It now waits for the wipe Job, then for its pod (orphaned by the namespace
+/// controller, which deletes the Job), and releases the volumes once that pod ended.
+#[test]
+fn a_wipe_running_when_the_namespace_is_deleted_ends_before_the_volumes_are_released() {
+    let sim = DeletionSim { max_faults: 1 };
+    let mut w = World::deleted_while_backing_up(false);
+    for action in [
+        Action::Pass,
+        Action::Deadline(0),
+        Action::StopBackupPod(0),
+        Action::CollectStatefulSet,
+        Action::StopAppPod(0),
+        Action::StopAppPod(1),
+        Action::CollectStatefulSet,
+        Action::CollectSchedule,
+        Action::Pass,
+        Action::StartCleanupPod(Kind::Wipe),
+        Action::CleanupStep(Kind::Wipe),
+        Action::DeleteNamespace,
+        Action::Pass,
+    ] {
+        step(&sim, &mut w, action);
+    }
+    assert!(!w.released.iter().any(|r| *r), "{w:#?}");
+    assert!(
+        w.said
+            .as_deref()
+            .is_some_and(|s| s.contains("Job wipe-hello"))
+    );
+    step(&sim, &mut w, Action::SweepNamespace);
+    assert!(w.wipe.is_none() && w.orphans.len() == 1, "{w:#?}");
+    step(&sim, &mut w, Action::Pass);
+    assert!(!w.released.iter().any(|r| *r), "{w:#?}");
+    assert!(
+        w.said
+            .as_deref()
+            .is_some_and(|s| s.contains("orphaned-Wipe-pod"))
+    );
+    step(&sim, &mut w, Action::OrphanStep(0));
+    step(&sim, &mut w, Action::Pass);
+    assert!(w.done && w.released.iter().all(|r| *r), "{w:#?}");
+    assert!(!w.early_release && !w.wiped_beside);
 }
