@@ -239,7 +239,13 @@ EOF
   grep -q "^search $NS.svc.cluster.local svc.cluster.local cluster.local" <<<"$out"
   grep -qx "Address: $api_ip" <<<"$out"
   grep -qx "Address: $greeter_ip" <<<"$out"
-  grep -qx "fetched: hello-by-name hello-by-name" <<<"$out"
+  # Once (of many runs) both fetches answered 404: say what served them, should it recur.
+  grep -qx "fetched: hello-by-name hello-by-name" <<<"$out" || {
+    k get endpointslices -o wide
+    k exec greeter -- ls -la /www
+    kubectl get services -A -o wide | grep -w "$greeter_ip"
+    return 1
+  }
   local warned
   warned=$(k get events --field-selector reason=MissingClusterDNS -o name)
   [[ -z $warned ]] || { echo "kubelet warned MissingClusterDNS: $warned"; return 1; }
