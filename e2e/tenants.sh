@@ -553,6 +553,43 @@ test_a_look_alike_job_stops_no_ones_reconciliation() {
   [[ $(kubectl -n "$ns" get job "x-$(printf 'a%.0s' {1..61})" -o jsonpath='{.spec.suspend}') == true ]]
 }
 
+# short_hash TEXT: the eight hex digits `names::short_hash` names Jobs with (FNV-1a, folded).
+short_hash() {
+  python3 -c 'import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode():
+    h = ((h ^ b) * 0x100000001b3) % 2**64
+print(format((h >> 32) ^ (h & 0xffffffff), "08x"))' "$1"
+}
+
+# A tenant can make a Job of the name the app's restore Job will take (made from the app's
+# name, uid and token, all readable): the API server then refuses the app's Job for good.
+# Status names that Job and how to delete it; once deleted, the restore runs to its end.
+test_a_job_holding_the_restore_jobs_name_is_named_until_deleted() {
+  local ns kubeconfig uid token=t-held name ready
+  tenant squatter; ns=$TNS; kubeconfig=$TKC
+  kubectl -n "$ns" apply -f - >/dev/null <<<"$(app_yaml x '{"replicas": 1}')"
+  wait_for "app x ready" 120 app_ready "$ns" x || { on_fail "$ns"; return 1; }
+  [[ $(request "$ns" x backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  uid=$(kubectl -n "$ns" get hs x -o jsonpath='{.metadata.uid}')
+  name=restore-x-$(short_hash "$uid/$token")
+  look_alike_job "$name" x | sed '/managed-by/d' | as "$kubeconfig" create -f - >/dev/null || return 1
+  as "$kubeconfig" annotate hs x "hello-stateful.example.com/restore-requested=$token" >/dev/null || return 1
+  ready='{.status.conditions[?(@.type=="Ready")].message}'
+  wait_for "status names the Job holding the name" 120 \
+    status_contains "$ns" x "$ready" "kubectl delete job $name -n $ns" || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" x '{.status.restoreRequest.phase}') != Running ]] ||
+    { echo "status says a restore runs that cannot"; on_fail "$ns"; return 1; }
+  has_event "$ns" ChildRefused || { on_fail "$ns"; return 1; }
+  # The look-alike was never taken for the app's Job: still suspended, no pod of it.
+  [[ $(kubectl -n "$ns" get job "$name" -o jsonpath='{.spec.suspend}') == true ]] || return 1
+  as "$kubeconfig" delete job "$name" --wait=true >/dev/null || return 1
+  # The pass is retried with backoff (the look-alike's deletion is not watched).
+  wait_for "restore $token acknowledged" 360 acknowledged "$ns" x restoreRequest "$token" || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" x '{.status.restoreRequest.phase}') == Succeeded ]] || { on_fail "$ns"; return 1; }
+  wait_for "app x ready again" 120 app_ready "$ns" x || { on_fail "$ns"; return 1; }
+}
+
 # The reconciler's resident memory in kB, by its pid (see reconciler_pid).
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # one_reconciler: one reconciler pod, not being deleted (a test before may have run two, and
@@ -692,6 +729,7 @@ run_test delete_and_recreate_without_restore_starts_empty test_delete_and_recrea
 run_test even_the_reconciler_cannot_write_outside_the_roots test_even_the_reconciler_cannot_write_outside_the_roots
 run_test a_tenant_cannot_forge_the_reconcilers_label test_a_tenant_cannot_forge_the_reconcilers_label
 run_test a_tenants_pods_write_its_backups_only_to_delete_one test_a_tenants_pods_write_its_backups_only_to_delete_one
+run_test a_job_holding_the_restore_jobs_name_is_named_until_deleted test_a_job_holding_the_restore_jobs_name_is_named_until_deleted
 wait_beside
 run_test --alone a_tenants_oversized_apps_cost_the_reconciler_little test_a_tenants_oversized_apps_cost_the_reconciler_little
 run_test --alone the_admin_may_refuse_static_volumes_and_tolerations_and_bound_backups test_the_admin_may_refuse_static_volumes_and_tolerations_and_bound_backups

@@ -411,10 +411,7 @@ pub fn error_policy(app: Arc<HelloStateful>, error: &Error, ctx: Arc<Context>) -
 async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Result<(), Error> {
     let old = app.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let message = format!(
-        "the API server refused a child object: {}",
-        error.user_message()
-    );
+    let message = record::refusal_message(error);
     let mut conditions = Conditions::new(&mut status.conditions, app.metadata.generation);
     let changed = conditions.set(conditions::READY, false, "ChildRefused", &message);
     if changed {
@@ -991,8 +988,11 @@ impl Pass<'_> {
         let job = self.ctx.fence.mark(&job);
         match self.api::<Job>().create(&PostParams::default(), &job).await {
             Ok(_) => Ok(()),
-            // Made by an earlier pass whose status write was lost: the Job is the truth.
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            // Made by an earlier pass whose status write was lost, or a look-alike's name.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = self.api::<Job>().get_opt(name).await?;
+                jobs::made_already(existing.as_ref(), &self.app.uid, name, &self.app.namespace)
+            }
             Err(error) => Err(error.into()),
         }
     }
@@ -1071,10 +1071,14 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     };
     pass.record.status.observed_generation = app.metadata.generation;
     let action = converge(&mut pass).await;
+    // The status written is the record as it stood before the refused write (a decision's
+    // record is kept only once its writes are made), and the next pass carries on from it:
+    // soon, for a refusal that can pass (a quota, a webhook, a look-alike deleted); on a
+    // change of the spec, for an invalid object.
     if let Err(error) = &action
         && error.is_refusal()
     {
-        report_refused_write(&mut pass, error);
+        pass.record.refused(error);
     }
     let Record {
         status,
@@ -1109,23 +1113,6 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         .await;
     }
     action
-}
-
-/// Says in status and an event, in the API server's words, that it refused a write of this
-/// pass. The status written is the record as it stood before that write (a decision's record
-/// is kept only once its writes are made), and the next pass carries on from it: soon, for a
-/// refusal that can pass (a quota, a webhook); on a change of the spec, for an invalid object.
-fn report_refused_write(pass: &mut Pass<'_>, error: &Error) {
-    let message = format!(
-        "the API server refused a child object: {}",
-        error.user_message()
-    );
-    if pass
-        .conditions()
-        .set(conditions::READY, false, "ChildRefused", &message)
-    {
-        pass.note(EventType::Warning, "ChildRefused", "Apply", message);
-    }
 }
 
 /// The app to build this pass on. The cached copy lags a moment behind the API server, and

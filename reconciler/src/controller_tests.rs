@@ -1781,6 +1781,74 @@ async fn a_refused_job_is_said_in_status_and_retried_without_claiming_it_runs() 
     );
 }
 
+/// A restore of app `hello` asked with token t1, whose Job's create the API server answers
+/// 409 (a Job of that name exists), and the Job it then holds under that name, owned by
+/// the app of uid `owner` (none: a tenant's look-alike carrying the app's labels).
+fn restore_job_name_held(owner: Option<&str>) -> (HelloStateful, Api, String) {
+    let app = app(seed(), json!({names::RESTORE_REQUESTED: "t1"}), json!({}));
+    let name = names::restore_job("hello", "uid-1", "t1");
+    let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "reason": "AlreadyExists", "code": 409,
+        "message": format!("jobs.batch \"{name}\" already exists")});
+    let mut held = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns1", "uid": "held-uid",
+            "labels": names::labels("hello", names::Component::Restore)},
+        "status": {"active": 1}});
+    if let Some(uid) = owner {
+        held["metadata"]["ownerReferences"] = json!([{"kind": "HelloStateful",
+            "apiVersion": "hello-stateful.example.com/v1alpha1", "name": "hello", "uid": uid,
+            "controller": true}]);
+    }
+    let api =
+        running(&app, 0)
+            .refuse("POST", JOBS, exists)
+            .on("GET", &format!("{JOBS}/{name}"), held);
+    (app, api, name)
+}
+
+/// A tenant can make a Job of the name the app's restore Job will take (it is made from the
+/// app's name, uid and token, all readable): the API server then answers 409 to every
+/// create. That is no Job of the app's, and nothing the pass waits for can end: status names
+/// it and says how to free the name, and the pass is retried. (Before, a 409 was taken for
+/// "made by an earlier pass": the restore said Running for ever, and its Job never ran.)
+#[tokio::test]
+async fn a_look_alike_holding_the_restore_jobs_name_is_named_in_status() {
+    let (app, api, name) = restore_job_name_held(None);
+    let (result, seen) = api.reconcile(app).await;
+    let error = result.expect_err("retried with backoff, as the user may delete it");
+    assert!(error.contains(&name), "{error}");
+    let status = status_written(&seen);
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ChildRefused");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is not this app's")
+            && message.contains(&format!("kubectl delete job {name} -n ns1")),
+        "{message}"
+    );
+    assert_ne!(
+        status["restoreRequest"]["phase"], "Running",
+        "status never says a Job runs that is not the app's"
+    );
+    assert!(
+        event(&seen, "ChildRefused").body["note"]
+            .to_string()
+            .contains("is not this app's")
+    );
+}
+
+/// The app's own Job answered 409 (made by a pass whose status write was lost) is the truth.
+#[tokio::test]
+async fn the_apps_own_job_answered_409_is_taken_as_made() {
+    let (app, api, _) = restore_job_name_held(Some("uid-1"));
+    let (result, seen) = api.reconcile(app).await;
+    assert!(result.is_ok(), "{result:?}");
+    let status = status_written(&seen);
+    assert_ne!(condition(&status, "Ready")["reason"], "ChildRefused");
+    assert_eq!(status["restoreRequest"]["phase"], "Running");
+}
+
 /// A new app with `spec.restoreFrom` naming app `old`, whose backups are on `node-b`
 /// when `old_has_backups`, and the API answers of its first pass.
 fn created_from_old(old_has_backups: bool) -> (HelloStateful, Api) {

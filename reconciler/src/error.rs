@@ -18,6 +18,14 @@ pub enum Error {
     /// A bug reached by this app's pass: caught, so that it stops this app alone.
     #[error("the reconcile pass panicked (a bug; please report it): {0}")]
     Panicked(String),
+    /// A Job the pass must make has its name held by one the app does not control (a
+    /// look-alike): the API server answers 409 until that Job is deleted.
+    #[error(
+        "job {name:?} is not this app's (no controller reference to it) and holds the name of \
+         the app's own Job: delete it (kubectl delete job {name} -n {namespace}) and the app's \
+         Job is made in its place"
+    )]
+    NameTaken { name: String, namespace: String },
 }
 
 impl Error {
@@ -31,42 +39,45 @@ impl Error {
             Error::Waiting(_) => "waiting".to_string(),
             Error::Finalizer(_) => "finalizer".to_string(),
             Error::Panicked(_) => "panicked".to_string(),
+            Error::NameTaken { .. } => "name_taken".to_string(),
+        }
+    }
+
+    /// The error of the pass itself, out of the finalizer's wrapping.
+    fn innermost(&self) -> &Error {
+        match self {
+            Error::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(error)
+                | kube::runtime::finalizer::Error::CleanupFailed(error) => error.innermost(),
+                _ => self,
+            },
+            _ => self,
         }
     }
 
     /// The API server's answer, when it refused a request (directly or within the pass).
     fn api_status(&self) -> Option<&kube::core::Status> {
-        match self {
+        match self.innermost() {
             Error::Kube(kube::Error::Api(status)) => Some(status),
-            Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(error)
-                | kube::runtime::finalizer::Error::CleanupFailed(error) => error.api_status(),
-                _ => None,
-            },
             _ => None,
         }
     }
 
     /// A wait for something outside the pass (pods stopping, a Job running), not a failure.
     pub fn is_waiting(&self) -> bool {
-        match self {
-            Error::Waiting(_) => true,
-            Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(error)
-                | kube::runtime::finalizer::Error::CleanupFailed(error) => error.is_waiting(),
-                _ => false,
-            },
-            _ => false,
-        }
+        matches!(self.innermost(), Error::Waiting(_))
     }
 
     /// The API server refused a write, in words worth telling the user: invalid (400, 422),
     /// forbidden (403: RBAC, a quota, an admission policy, the leader fence) or an internal
     /// error (500: how a failing admission webhook answers). Conflicts, missing objects,
-    /// throttling and an unavailable server are retried without a word.
+    /// throttling and an unavailable server are retried without a word. A Job's name held
+    /// by a look-alike is a refusal too: the user must delete it.
     pub fn is_refusal(&self) -> bool {
-        self.api_status()
-            .is_some_and(|status| matches!(status.code, 400 | 403 | 422 | 500))
+        matches!(self.innermost(), Error::NameTaken { .. })
+            || self
+                .api_status()
+                .is_some_and(|status| matches!(status.code, 400 | 403 | 422 | 500))
     }
 
     /// Whether a deletion's cleanup failed (it keeps no status record of its own).
@@ -87,7 +98,7 @@ impl Error {
         match self.api_status() {
             Some(status) if !status.message.is_empty() => status.message.clone(),
             Some(status) => format!("{} ({})", status.reason, status.code),
-            None => self.to_string(),
+            None => self.innermost().to_string(),
         }
     }
 }

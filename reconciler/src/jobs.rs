@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
+use crate::error::Error;
+use crate::kept;
 use crate::reads::{Reads, Unread};
 
 /// Container waiting reasons that do not go away by waiting.
@@ -235,6 +237,26 @@ pub fn is_active(job: &Job) -> bool {
     state(job) == JobState::Running && job.metadata.deletion_timestamp.is_none()
 }
 
+/// What the API server's 409 on making the app's Job `name` in `namespace` means, given
+/// `existing`, the Job it holds under that name (None: deleted since). The app's own, made
+/// by an earlier pass whose status write was lost, is the truth: the pass goes on. Any other
+/// holds the name for good (a tenant can make a Job of any name the app's will take, and
+/// its pods stay unread), so the pass stops, and says so, until the user deletes it.
+pub fn made_already(
+    existing: Option<&Job>,
+    uid: &str,
+    name: &str,
+    namespace: &str,
+) -> Result<(), Error> {
+    match existing {
+        Some(job) if kept::controller_uid(&job.metadata) != Some(uid) => Err(Error::NameTaken {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// When `job` finished, for ordering finished Jobs.
 pub fn finished_at(job: &Job) -> Option<k8s_openapi::jiff::Timestamp> {
     let status = job.status.as_ref()?;
@@ -297,6 +319,32 @@ mod tests {
             json!({"metadata": {"name": "j"}, "status": {"conditions": conditions}}),
         )
         .expect("job")
+    }
+
+    #[test]
+    fn a_name_held_by_a_job_the_app_does_not_control_is_refused_and_named() {
+        let own = crate::fixtures::job("restore-hello-t1", Component::Restore, None, &[]);
+        assert!(made_already(Some(&own), "uid-1", "restore-hello-t1", "ns1").is_ok());
+        assert!(made_already(None, "uid-1", "restore-hello-t1", "ns1").is_ok());
+        // Same name and labels, with no owner or with another app's (or an earlier app's).
+        let mut look_alike = (*own).clone();
+        for owners in [
+            None,
+            Some(json!([{"apiVersion": "hello-stateful.example.com/v1alpha1",
+            "kind": "HelloStateful", "name": "hello", "uid": "uid-0", "controller": true}])),
+        ] {
+            look_alike.metadata.owner_references =
+                owners.map(|o| serde_json::from_value(o).expect("owner references"));
+            let refused = made_already(Some(&look_alike), "uid-1", "restore-hello-t1", "ns1")
+                .expect_err("a look-alike is refused");
+            assert!(refused.is_refusal() && !refused.is_permanent());
+            let said = refused.user_message();
+            assert!(
+                said.contains(r#""restore-hello-t1" is not this app's"#)
+                    && said.contains("kubectl delete job restore-hello-t1 -n ns1"),
+                "{said}"
+            );
+        }
     }
 
     #[test]

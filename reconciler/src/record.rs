@@ -8,8 +8,17 @@ use hellostateful_api::{HelloStateful, HelloStatefulStatus, RequestPhase, Reques
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use crate::conditions::Conditions;
+use crate::conditions::{self, Conditions};
+use crate::error::Error;
 use crate::kept;
+
+/// What status and events say of a write the API server refused.
+pub fn refusal_message(error: &Error) -> String {
+    format!(
+        "the API server refused a child object: {}",
+        error.user_message()
+    )
+}
 
 /// An event to publish about the app.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +74,18 @@ impl Record {
 
     pub fn conditions(&mut self) -> Conditions<'_> {
         Conditions::new(&mut self.status.conditions, self.generation)
+    }
+
+    /// Says in status and an event, in the API server's words, that it refused a write of
+    /// this pass (`Error::is_refusal`).
+    pub fn refused(&mut self, error: &Error) {
+        let message = refusal_message(error);
+        if self
+            .conditions()
+            .set(conditions::READY, false, "ChildRefused", &message)
+        {
+            self.note(EventType::Warning, "ChildRefused", "Apply", message);
+        }
     }
 
     /// The restore token still to act on (see `pending_token`); one that came with an older
