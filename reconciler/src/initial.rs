@@ -266,6 +266,14 @@ fn decide(
         None | Some(JobState::Failed(_))
             if retrying.is_none() && first_failed && already_failed =>
         {
+            // Ready may have said something else since (a retry's Job refused, its token
+            // then withdrawn): it says again why the app waits.
+            if let Some(failure) = record.conditions().message(conditions::RESTORING) {
+                let failure = failure.to_owned();
+                record
+                    .conditions()
+                    .set(conditions::READY, false, "RestoreFailed", &failure);
+            }
             Ok(Plan {
                 // Reported by an earlier pass: the source's claim is released.
                 release_source: requested.is_some(),
