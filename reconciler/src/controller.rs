@@ -1844,7 +1844,8 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
 /// The parts of backups and restores made in parts (see `parts`): made, and their set's
 /// Job let run once they ended.
 async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
-    let plan = parts::plan(jobs);
+    let restoring = restores::under_way(jobs, &pass.record.status);
+    let plan = parts::plan(jobs, restoring);
     for (job_name, task, action) in &plan.start {
         pass.start_job(job_name, task, action).await?;
     }

@@ -40,13 +40,18 @@ pub fn count(job: &Job) -> Option<i32> {
 
 /// For each set Job still suspended: its part Jobs not made yet, or, once every one has
 /// ended (succeeded or not: the set's Job says which are missing), the Job itself to let
-/// run.
-pub fn plan(jobs: &[Arc<Job>]) -> Plan {
+/// run. While `restoring` (see `restores::under_way`), a backup's set not `begun` gets
+/// neither: its parts would read some volumes before their swap and others after, and seal
+/// that mix as one snapshot. It waits, suspended, until the restore ended. (One begun goes
+/// on, and a restore waits for it: so neither ever waits for the other.)
+pub fn plan(jobs: &[Arc<Job>], restoring: bool) -> Plan {
     let mut plan = Plan::default();
-    let suspended = |job: &Job| job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+    let waits = |job: &Job| {
+        restoring && jobs::component(job) == Some(Component::Backup) && !begun(job, jobs)
+    };
     for set_job in jobs
         .iter()
-        .filter(|job| suspended(job) && jobs::is_active(job))
+        .filter(|job| suspended(job) && jobs::is_active(job) && !waits(job))
     {
         let Some(replicas) = count(set_job) else {
             continue;
@@ -77,6 +82,21 @@ pub fn plan(jobs: &[Arc<Job>]) -> Plan {
         }
     }
     plan
+}
+
+/// Whether set Job `set_job` has begun: let run, or a part of it made.
+pub fn begun(set_job: &Job, jobs: &[Arc<Job>]) -> bool {
+    let set = set_job.name_any();
+    !suspended(set_job)
+        || jobs.iter().any(|job| {
+            job.labels()
+                .get(names::PART_OF_LABEL)
+                .is_some_and(|of| *of == set)
+        })
+}
+
+fn suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
 }
 
 /// What the parts of set Job `job` do, by ordinal: back up their volume, or stage the
@@ -384,7 +404,7 @@ pub(crate) mod tests {
         let set = "backup-hello-1a2b3c4d";
         let backup = |released, condition| set_job(set, Component::Backup, released, condition);
         let part = |ordinal, condition| part_job(set, Component::Backup, ordinal, condition);
-        let plan = plan(&[backup(false, None)]);
+        let plan = plan(&[backup(false, None)], false);
         let task = |ordinal| MoverTask::BackupPart {
             set: set.into(),
             ordinal,
@@ -404,15 +424,52 @@ pub(crate) mod tests {
             part(0, Some("Complete")),
             part(1, None),
         ];
-        assert_eq!(super::plan(&running), Plan::default());
+        assert_eq!(super::plan(&running, false), Plan::default());
         let ended = [
             backup(false, None),
             part(0, Some("Complete")),
             part(1, Some("Failed")),
         ];
-        assert_eq!(super::plan(&ended).release, [set]);
+        assert_eq!(super::plan(&ended, false).release, [set]);
         let released = [backup(true, None), part(0, Some("Complete"))];
-        assert_eq!(super::plan(&released), Plan::default());
+        assert_eq!(super::plan(&released, false), Plan::default());
+    }
+
+    /// Found by the restore model: a backup Job made while a restore in parts swapped in
+    /// (the CronJob's, or one asked for then) sealed one volume restored and the other not.
+    /// Its parts wait for the restore; a restore's go on. A backup begun before (a part of it
+    /// made) goes on: a restore not begun waits for it, and would wait for ever.
+    #[test]
+    fn a_backups_parts_wait_while_a_restore_is_under_way() {
+        let backup = set_job("backup-hello-29000000", Component::Backup, false, None);
+        let restore = set_job("restore-hello-1a2b3c4d", Component::Restore, false, None);
+        let both = [backup.clone(), restore];
+        let made = |jobs: &[Arc<Job>], restoring| {
+            plan(jobs, restoring)
+                .start
+                .into_iter()
+                .map(|(name, _, _)| name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            made(&both, true),
+            ["restore-hello-1a2b3c4d-0", "restore-hello-1a2b3c4d-1"]
+        );
+        assert_eq!(made(&both, false).len(), 4);
+        assert!(!begun(&backup, &both));
+        let part = |ordinal| {
+            part_job(
+                "backup-hello-29000000",
+                Component::Backup,
+                ordinal,
+                Some("Complete"),
+            )
+        };
+        let one_made = [backup.clone(), part(0)];
+        assert!(begun(&backup, &one_made));
+        assert_eq!(made(&one_made, true), ["backup-hello-29000000-1"]);
+        let ended = [backup, part(0), part(1)];
+        assert_eq!(plan(&ended, true).release, ["backup-hello-29000000"]);
     }
 
     #[test]
@@ -437,7 +494,7 @@ pub(crate) mod tests {
             },
         };
         let staged = |job: Arc<Job>| {
-            plan(&[job])
+            plan(&[job], false)
                 .start
                 .into_iter()
                 .map(|(_, task, _)| task)
@@ -456,7 +513,7 @@ pub(crate) mod tests {
             (names::RESTORE_SOURCE, "../other-namespace"),
         ] {
             let edited = annotated(key, edited);
-            assert_eq!(plan(&[edited]), Plan::default());
+            assert_eq!(plan(&[edited], false), Plan::default());
         }
     }
 
@@ -468,6 +525,6 @@ pub(crate) mod tests {
             .labels
             .get_or_insert_default()
             .insert(names::PARTS_LABEL.into(), "100000".into());
-        assert_eq!(plan(&[backup]), Plan::default());
+        assert_eq!(plan(&[backup], false), Plan::default());
     }
 }

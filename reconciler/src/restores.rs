@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use hellostateful_api::names::{self, Component};
 use hellostateful_api::summary::{self, RestoreSummary};
-use hellostateful_api::{RequestPhase, RequestStatus, validate};
+use hellostateful_api::{HelloStatefulStatus, RequestPhase, RequestStatus, validate};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -83,6 +83,21 @@ pub fn running(jobs: &[Arc<Job>]) -> Option<String> {
         .map(|job| job.name_any())
 }
 
+/// Whether a restore of the app is under way: a Job of it runs, or status says it runs,
+/// names its Job (made only once named, and perhaps made by a pass whose status write was
+/// lost; a restore in parts has moments between its Jobs: its commit ended, its swaps not
+/// yet made), or was left unfinished. A backup in parts not begun waits meanwhile
+/// (`parts::plan`), and the restore not for it (`on_demand`); any other backup holds a
+/// restore not begun yet, and is held by nothing, so neither ever waits for the other.
+pub fn under_way(jobs: &[Arc<Job>], status: &HelloStatefulStatus) -> bool {
+    running(jobs).is_some()
+        || status.unfinished_restore.is_some()
+        || status.restore_request.as_ref().is_some_and(|request| {
+            request.phase == RequestPhase::Running
+                || (request.job.is_some() && !request.phase.is_final())
+        })
+}
+
 /// Whether a part Job of restore set `set` is there: the set's Job was made.
 pub fn has_parts(jobs: &[Arc<Job>], set: &str) -> bool {
     jobs.iter().any(|job| {
@@ -122,6 +137,7 @@ pub fn on_demand(
         MoverTask::RestoreCommit { .. }
     );
     let recorded = record.status.unfinished_restore.clone();
+    let restoring = under_way(jobs, &record.status);
     let plan = follow_unfinished(app, jobs, in_parts, reads, record).and_then(|following| {
         // What is recorded as unfinished changed in this pass: no restore Job is made before
         // that record is written (a Job made now, its write lost, could be a second restore
@@ -137,6 +153,7 @@ pub fn on_demand(
             record,
             following.as_ref().map(|(set, _)| set.clone()),
             settled,
+            restoring,
         )?;
         if let Some((_, steps)) = following {
             plan.swaps.extend(steps);
@@ -230,6 +247,7 @@ fn decide(
     record: &mut Record,
     unfinished: Option<String>,
     settled: bool,
+    restoring: bool,
 ) -> Result<Plan, Unread> {
     let replicas = app.app.spec.replicas;
     let old = record.status.restore_request.clone();
@@ -497,7 +515,10 @@ fn decide(
             let named = old
                 .as_ref()
                 .is_some_and(|r| r.token == token && r.job.as_deref() == Some(job_name.as_str()));
-            let backup = jobs::running(jobs, Component::Backup);
+            // A backup in parts not begun while a restore is under way waits for it
+            // (`parts::plan`): waiting for it in turn would hold both for ever.
+            let backup = jobs::running(jobs, Component::Backup)
+                .filter(|backup| !restoring || parts::begun(backup, jobs));
             let mut start = None;
             let (phase, message) = if let Some(other) = &running_restore {
                 (
