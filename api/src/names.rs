@@ -34,6 +34,10 @@ pub const PARTS_LABEL: &str = "hello-stateful.example.com/parts";
 /// Label on a Job that backs up, stages or swaps in one replica's volume: the name of the
 /// Job its set is named after.
 pub const PART_OF_LABEL: &str = "hello-stateful.example.com/part-of";
+/// Annotation on a backup's set Job (see [`PARTS_LABEL`]), set (to `"true"`) before its
+/// first part is made: a durable record that its parts read the volumes, kept when they
+/// are gone (expired before the set was let run), so that no restore starts until it ends.
+pub const PARTS_BEGUN: &str = "hello-stateful.example.com/parts-begun";
 /// Annotation on a mover Job the reconciler stopped because its pod could not start: why.
 pub const STOPPED_BECAUSE: &str = "hello-stateful.example.com/stopped-because";
 /// Annotation set (to `"true"`) before deleting an app: its backups go with it.

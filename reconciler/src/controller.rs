@@ -27,7 +27,7 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -1846,20 +1846,29 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
 async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
     let restoring = restores::under_way(jobs, &pass.record.status);
     let plan = parts::plan(jobs, restoring);
+    let mark = json!({"metadata": {"annotations": {names::PARTS_BEGUN: "true"}}});
+    for job_name in &plan.mark {
+        merge_into_job(pass, job_name, mark.clone()).await?;
+    }
     for (job_name, task, action) in &plan.start {
         pass.start_job(job_name, task, action).await?;
     }
     for job_name in &plan.release {
-        let patch = json!({"spec": {"suspend": false}});
-        pass.api::<Job>()
-            .patch(
-                job_name,
-                &PatchParams::default(),
-                &Patch::Merge(&pass.ctx.fence.merge_patch(patch)),
-            )
-            .await?;
-        pass.ctx.metrics.writes.inc();
+        merge_into_job(pass, job_name, json!({"spec": {"suspend": false}})).await?;
     }
+    Ok(())
+}
+
+/// Merges `patch` into Job `job_name`, fenced (see `fence`).
+async fn merge_into_job(pass: &Pass<'_>, job_name: &str, patch: Value) -> Result<(), Error> {
+    pass.api::<Job>()
+        .patch(
+            job_name,
+            &PatchParams::default(),
+            &Patch::Merge(&pass.ctx.fence.merge_patch(patch)),
+        )
+        .await?;
+    pass.ctx.metrics.writes.inc();
     Ok(())
 }
 

@@ -27,6 +27,9 @@ pub struct Plan {
     pub start: Vec<(String, MoverTask, String)>,
     /// Jobs of sets whose parts have all ended, to let run.
     pub release: Vec<String>,
+    /// Backup sets whose first parts are in `start`: each is marked begun
+    /// (`names::PARTS_BEGUN`) before any of them is made (see `begun`).
+    pub mark: Vec<String>,
 }
 
 /// How many parts set Job `job` has, from its label; None for a Job not made in parts. The
@@ -66,6 +69,7 @@ pub fn plan(jobs: &[Arc<Job>], restoring: bool) -> Plan {
             .cloned()
             .unwrap_or_default();
         let mut all_ended = true;
+        let made_before = plan.start.len();
         for ordinal in 0..replicas {
             let name = names::part(&set, ordinal);
             match jobs.iter().find(|job| job.name_any() == name) {
@@ -77,6 +81,10 @@ pub fn plan(jobs: &[Arc<Job>], restoring: bool) -> Plan {
                 }
             }
         }
+        let first_parts = plan.start.len() > made_before && !marked(set_job);
+        if first_parts && jobs::component(set_job) == Some(Component::Backup) {
+            plan.mark.push(set.clone());
+        }
         if all_ended {
             plan.release.push(set);
         }
@@ -84,15 +92,23 @@ pub fn plan(jobs: &[Arc<Job>], restoring: bool) -> Plan {
     plan
 }
 
-/// Whether set Job `set_job` has begun: let run, or a part of it made.
+/// Whether set Job `set_job` has begun: let run, marked so, or a part of it made. The mark
+/// outlives the parts: a backup's parts that ended and expired (their TTL is a day) before
+/// a pass let the set run read the volumes as they were then, and the parts made again in
+/// their place must read the same, as the seal takes what the store holds of each part.
 pub fn begun(set_job: &Job, jobs: &[Arc<Job>]) -> bool {
     let set = set_job.name_any();
     !suspended(set_job)
+        || marked(set_job)
         || jobs.iter().any(|job| {
             job.labels()
                 .get(names::PART_OF_LABEL)
                 .is_some_and(|of| *of == set)
         })
+}
+
+fn marked(job: &Job) -> bool {
+    job.annotations().contains_key(names::PARTS_BEGUN)
 }
 
 fn suspended(job: &Job) -> bool {
@@ -470,6 +486,27 @@ pub(crate) mod tests {
         assert_eq!(made(&one_made, true), ["backup-hello-29000000-1"]);
         let ended = [backup, part(0), part(1)];
         assert_eq!(plan(&ended, true).release, ["backup-hello-29000000"]);
+    }
+
+    /// A backup's set is marked begun in the pass that makes its first parts, so that a
+    /// restore waits for it even once they are gone; a restore's set, and a set marked
+    /// already, is not marked.
+    #[test]
+    fn a_backup_is_marked_begun_before_its_first_parts_are_made() {
+        let backup = set_job("backup-hello-29000000", Component::Backup, false, None);
+        let restore = set_job("restore-hello-1a2b3c4d", Component::Restore, false, None);
+        let plan_of_both = plan(&[backup.clone(), restore], false);
+        assert_eq!(plan_of_both.mark, ["backup-hello-29000000"]);
+        assert_eq!(plan_of_both.start.len(), 4);
+        let mut marked = backup;
+        Arc::make_mut(&mut marked)
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(names::PARTS_BEGUN.into(), "true".into());
+        assert!(begun(&marked, &[]), "no part left, and begun");
+        let again = plan(&[marked.clone()], true);
+        assert_eq!((again.mark.len(), again.start.len()), (0, 2), "made again");
     }
 
     #[test]
