@@ -480,6 +480,75 @@ test_a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix() 
   wait_for "web Ready again" 180 app_ready "$ns" web || { on_fail "$ns"; return 1; }
 }
 
+# A backup made while a restore in parts is under way (here one left unfinished midway,
+# volume a swapped and volume b not: the swap on b held back by a test's admission policy
+# until the reconciler stopped it; the backup's Job made from the app's CronJob as its
+# schedule would): its parts are not made until the restore ended, else they would read
+# that mix and seal it as the newest backup; one asked for meanwhile says it waits (before,
+# it was made at once). Once the restore asked again ended, both run.
+test_a_backup_made_while_a_restore_is_under_way_waits_for_it() {
+  local ns hold
+  ns=$(new_ns beside)
+  hold=hs-e2e-hold-$ns
+  trap "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy $hold --ignore-not-found >/dev/null 2>&1; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
+  eval "$(e2e/objstore up)"
+  e2e/objstore bucket tenant-a
+  local_class "$ns"
+  keys_secret "$ns" s3 tenant-a tenant-a-secret
+  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"beside\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  spread_app "$ns" "{\"objectStore\": $store}" '"backupSchedule": "0 0 1 1 *", ' || return 1
+  local volume a=$LOCAL_ROOT/hs-e2e-$ns-a b=$LOCAL_ROOT/hs-e2e-$ns-b
+  for volume in "$a" "$b"; do echo "before the backup" >"$volume/marker"; done
+  "$HS_PLUGIN" -n "$ns" backup web --timeout 3m || { on_fail "$ns"; return 1; }
+  local id on_b=0 set
+  id=$(jp "$ns" web '{.status.backupRequest.backupId}')
+  for volume in "$a" "$b"; do echo "after the backup" >"$volume/marker"; done
+  [[ $(node_of_pod "$ns" web-1) == "$NODE_B" ]] && on_b=1
+  "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --wait=false >/dev/null || return 1
+  wait_for "the restore's set" 120 bash -c "[[ -n \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.job}') ]]" ||
+    { on_fail "$ns"; return 1; }
+  set=$(jp "$ns" web '{.status.restoreRequest.job}')
+  hold_pods_of_job "$ns" "$set-swap-$on_b" "$hold"
+  wait_for "the restore left unfinished" 300 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.restoreRequest.phase}') == Failed ]]" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(cat "$a/marker") == "before the backup" && $(cat "$b/marker") == "after the backup" ]] ||
+    { echo "markers: a $(cat "$a/marker"), b $(cat "$b/marker")"; return 1; }
+
+  kubectl -n "$ns" create job --from=cronjob/backup-web backup-web-beside >/dev/null || return 1
+  # A pass that saw it: one that answers a backup asked for after it was made.
+  local token
+  token=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+  annotate "$ns" web "hello-stateful.example.com/backup-requested=$token"
+  wait_for "the backup request answered" 120 bash -c "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.backupRequest.token}') == '$token' ]]" ||
+    { on_fail "$ns"; return 1; }
+  local said
+  said="$(jp "$ns" web '{.status.backupRequest.phase}'): $(jp "$ns" web '{.status.backupRequest.message}')"
+  echo "backup asked meanwhile: $said"
+  [[ $said == "Pending: waiting for the restore to finish" ]] || { on_fail "$ns"; return 1; }
+  local parts
+  parts=$(kubectl -n "$ns" get jobs -l hello-stateful.example.com/part-of=backup-web-beside -o name)
+  [[ -z $parts ]] || { echo "backup parts made on the unfinished restore's volumes: $parts"; on_fail "$ns"; return 1; }
+  [[ $(kubectl -n "$ns" get job backup-web-beside -o jsonpath='{.spec.suspend}') == true ]] || return 1
+
+  kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy "$hold" >/dev/null
+  "$HS_PLUGIN" -n "$ns" restore web --from "$id" --yes --timeout 5m || { on_fail "$ns"; return 1; }
+  for volume in "$a" "$b"; do
+    [[ $(cat "$volume/marker") == "before the backup" ]] || { echo "$volume: $(cat "$volume/marker")"; on_fail "$ns"; return 1; }
+  done
+  kubectl -n "$ns" wait --for=condition=complete job/backup-web-beside --timeout=300s >/dev/null || { on_fail "$ns"; return 1; }
+  # Its parts were made once the restore asked again had swapped in the last volume.
+  local swapped made ordinal
+  set=$(jp "$ns" web '{.status.restoreRequest.job}')
+  swapped=$(kubectl -n "$ns" get job "$set-swap-$on_b" -o jsonpath='{.status.completionTime}')
+  for ordinal in 0 1; do
+    made=$(kubectl -n "$ns" get job "backup-web-beside-$ordinal" -o jsonpath='{.metadata.creationTimestamp}')
+    [[ -n $swapped && ! $made < $swapped ]] || { echo "part $ordinal made at $made, the swap ended at $swapped"; return 1; }
+  done
+  [[ $(kubectl -n "$ns" get job backup-web-beside -o jsonpath='{.metadata.annotations.hello-stateful\.example\.com/parts-begun}') == true ]] || return 1
+  wait_for "the backup asked meanwhile ran after the restore" 300 bash -c \
+    "[[ \$(kubectl -n $ns get hellostateful web -o jsonpath='{.status.backupRequest.phase}') == Succeeded ]]" || { on_fail "$ns"; return 1; }
+}
+
 # deletion_waits_for_pod_of_gone_node NS NAME POD: status says deletion waits for POD, and
 # what to do if its node is gone.
 deletion_waits_for_pod_of_gone_node() {
@@ -544,6 +613,7 @@ run_test a_cordoned_node_keeps_its_backups_and_holds_a_restore_back test_a_cordo
 beside run_test replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object_store
 run_test dynamic_volumes_follow_node_directory_backups test_dynamic_volumes_follow_node_directory_backups
 run_test replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot test_replicas_on_two_nodes_run_and_a_backup_says_why_it_cannot
+run_test a_backup_made_while_a_restore_is_under_way_waits_for_it test_a_backup_made_while_a_restore_is_under_way_waits_for_it
 wait_beside
 # Last: these remove the second node (the first adds it back).
 run_test a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix test_a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix

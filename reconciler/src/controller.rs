@@ -1298,7 +1298,10 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         );
     }
 
-    back_up(pass, &jobs, restoring).await?;
+    // Also while a restore is left unfinished (the app held stopped on volumes that may hold
+    // a mix): a backup then would seal that mix.
+    let backups_wait = restoring || restores::under_way(&jobs, &pass.record.status);
+    back_up(pass, &jobs, backups_wait).await?;
     report_overdue(pass);
 
     let observed = progress::Observed {
