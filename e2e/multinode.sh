@@ -154,6 +154,17 @@ volumeBindingMode: WaitForFirstConsumer
 EOF
 }
 
+# store_in_bucket NS PREFIX: the object store up, its bucket tenant-a, NS's local class and
+# the bucket's keys in NS (secret s3); sets `store` (the caller's local) to the app's
+# objectStore under PREFIX.
+store_in_bucket() {
+  eval "$(e2e/objstore up)"
+  e2e/objstore bucket tenant-a || return 1
+  local_class "$1"
+  keys_secret "$1" s3 tenant-a tenant-a-secret
+  store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"$2\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+}
+
 # spread_app NS TARGET-JSON [MORE-SPEC-MEMBERS]: app web, 2 replicas on node-local volumes,
 # one on each node, backed up to TARGET; Ready, with a replica on each node.
 spread_app() {
@@ -262,11 +273,8 @@ test_replicas_on_two_nodes_are_backed_up_and_restored_in_parts_through_an_object
   local ns
   ns=$(new_ns parts)
   trap "cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
-  eval "$(e2e/objstore up)"
-  e2e/objstore bucket tenant-a
-  local_class "$ns"
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"multinode\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  local store
+  store_in_bucket "$ns" multinode || return 1
   spread_app "$ns" "{\"objectStore\": $store}" '"backupSchedule": "* * * * *", ' || return 1
   wait_for "both replicas wrote" 60 bash -c "[[ -s $LOCAL_ROOT/hs-e2e-$ns-a/stateful.log && -s $LOCAL_ROOT/hs-e2e-$ns-b/stateful.log ]]"
 
@@ -426,11 +434,8 @@ test_a_node_removed_while_a_restore_waits_to_swap_never_runs_the_app_on_a_mix() 
   hold=hs-e2e-hold-$ns
   trap "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy $hold --ignore-not-found >/dev/null 2>&1; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
   move_reconciler_to "$NODE_A" || return 1
-  eval "$(e2e/objstore up)"
-  e2e/objstore bucket tenant-a
-  local_class "$ns"
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"swapgone\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  local store
+  store_in_bucket "$ns" swapgone || return 1
   spread_app "$ns" "{\"objectStore\": $store}" || return 1
   local volume a=$LOCAL_ROOT/hs-e2e-$ns-a b=$LOCAL_ROOT/hs-e2e-$ns-b
   for volume in "$a" "$b"; do echo "before the backup" >"$volume/marker"; done
@@ -491,11 +496,8 @@ test_a_backup_made_while_a_restore_is_under_way_waits_for_it() {
   ns=$(new_ns beside)
   hold=hs-e2e-hold-$ns
   trap "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy $hold --ignore-not-found >/dev/null 2>&1; cleanup_ns '$ns'; kubectl delete pv -l hellostateful-e2e-test=$ns --wait=false >/dev/null 2>&1" EXIT
-  eval "$(e2e/objstore up)"
-  e2e/objstore bucket tenant-a
-  local_class "$ns"
-  keys_secret "$ns" s3 tenant-a tenant-a-secret
-  local store="{\"endpoint\": \"$HS_S3_ENDPOINT\", \"bucket\": \"tenant-a\", \"prefix\": \"beside\", \"credentialsSecret\": \"s3\", \"insecure\": true}"
+  local store
+  store_in_bucket "$ns" beside || return 1
   spread_app "$ns" "{\"objectStore\": $store}" '"backupSchedule": "0 0 1 1 *", ' || return 1
   local volume a=$LOCAL_ROOT/hs-e2e-$ns-a b=$LOCAL_ROOT/hs-e2e-$ns-b
   for volume in "$a" "$b"; do echo "before the backup" >"$volume/marker"; done
