@@ -413,7 +413,11 @@ test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends() {
   job=$(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=backup -o jsonpath='{.items[?(@.status.active==1)].metadata.name}')
   pod=$(kubectl -n "$ns" get pods -l "job-name=$job" -o jsonpath='{.items[*].metadata.name}')
   [[ -n $job && -n $pod && $pod != *" "* ]] || { kubectl -n "$ns" get jobs,pods; return 1; }
-  kubectl -n "$ns" delete job "$job" --cascade=orphan >/dev/null
+  # Not waited for: the reconciler may make the request's Job again under the same name
+  # (its second mover then waits on the volume's lock), and kubectl would wait for ever.
+  kubectl -n "$ns" delete job "$job" --cascade=orphan --wait=false >/dev/null
+  wait_for "the orphaned pod no longer the Job's" 60 bash -c \
+    "[[ -z \$(kubectl -n '$ns' get pod '$pod' -o jsonpath='{.metadata.ownerReferences}') ]]" || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" delete hellostateful orph --wait=false >/dev/null
   wait_for "deletion says it waits for the orphaned pod" 60 \
     status_contains "$ns" orph '{.status.conditions[?(@.type=="Ready")].message}' "pod $pod" ||
