@@ -413,11 +413,17 @@ test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends() {
   job=$(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=backup -o jsonpath='{.items[?(@.status.active==1)].metadata.name}')
   pod=$(kubectl -n "$ns" get pods -l "job-name=$job" -o jsonpath='{.items[*].metadata.name}')
   [[ -n $job && -n $pod && $pod != *" "* ]] || { kubectl -n "$ns" get jobs,pods; return 1; }
-  # Not waited for: the reconciler may make the request's Job again under the same name
-  # (its second mover then waits on the volume's lock), and kubectl would wait for ever.
   kubectl -n "$ns" delete job "$job" --cascade=orphan --wait=false >/dev/null
   wait_for "the orphaned pod no longer the Job's" 60 bash -c \
     "[[ -z \$(kubectl -n '$ns' get pod '$pod' -o jsonpath='{.metadata.ownerReferences}') ]]" || { on_fail "$ns"; return 1; }
+  # The request whose Job is gone failed, and says so: its Job is not made again beside the
+  # orphaned pod, which still runs.
+  wait_for "the request failed: its Job is gone" 60 \
+    status_contains "$ns" orph '{.status.backupRequest.message}' "its Job $job is gone" || { on_fail "$ns"; return 1; }
+  [[ $(kubectl -n "$ns" get hellostateful orph -o jsonpath='{.status.backupRequest.phase}') == Failed ]] ||
+    { on_fail "$ns"; return 1; }
+  [[ -z $(kubectl -n "$ns" get job "$job" -o name --ignore-not-found) ]] ||
+    { echo "the request's Job was made again"; kubectl -n "$ns" get jobs,pods; return 1; }
   kubectl -n "$ns" delete hellostateful orph --wait=false >/dev/null
   wait_for "deletion says it waits for the orphaned pod" 60 \
     status_contains "$ns" orph '{.status.conditions[?(@.type=="Ready")].message}' "pod $pod" ||

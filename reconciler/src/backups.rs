@@ -109,6 +109,12 @@ fn on_demand(
         return Ok(None);
     };
     let job_name = names::backup_job(&app.name, &app.uid, token);
+    // Made by an earlier pass: status says its Job copies.
+    let made = record.status.backup_request.as_ref().is_some_and(|ack| {
+        ack.token == token
+            && ack.phase == RequestPhase::Running
+            && ack.job.as_deref() == Some(job_name.as_str())
+    });
     let copying = request(
         token,
         RequestPhase::Running,
@@ -125,6 +131,27 @@ fn on_demand(
     let job = observed.jobs.iter().find(|job| job.name_any() == job_name);
     let mut start = None;
     let status = match job.map(|job| (job, jobs::state(job))) {
+        // Not in the cache, which may lag behind the pass that made it: read afresh.
+        None if made && reads.job_exists(&job_name)? => copying,
+        // Gone (deleted, or expired while the reconciler was down) before its outcome was
+        // recorded. Made again, a second mover would copy beside an orphaned pod of the
+        // first, which may still run.
+        None if made => {
+            let message = format!(
+                "backup failed: its Job {job_name} is gone (deleted, or expired) before its \
+                 outcome was recorded; whether it stored a snapshot is unknown (kubectl \
+                 hellostateful backups {name} lists the stored ones); earlier backups are \
+                 intact; ask for another (kubectl hellostateful backup {name})",
+                name = app.name
+            );
+            record.note(
+                EventType::Warning,
+                "BackupFailed",
+                "Backup",
+                message.clone(),
+            );
+            request(token, RequestPhase::Failed, Some(&job_name), message)
+        }
         None if observed.restoring => request(
             token,
             RequestPhase::Pending,
@@ -423,6 +450,55 @@ mod tests {
         let plan = decide(&app, &running, false, &Reads::default(), &mut again).done();
         assert_eq!(plan.start, None);
         assert!(again.notes.is_empty());
+    }
+
+    #[test]
+    fn a_requests_job_gone_before_its_outcome_fails_the_request_and_is_not_made_again() {
+        let app = app(json!({}), json!({names::BACKUP_REQUESTED: TOKEN}));
+        let mut record = Record::new(Default::default(), Some(1));
+        decide(&app, &[], false, &Reads::default(), &mut record).done();
+        let job_name = names::backup_job("hello", "uid-1", TOKEN);
+        let made = record.status.clone();
+
+        // Status names the Job; the cache lacks it. It asks the API server.
+        let mut again = Record::new(made.clone(), Some(1));
+        let asked = decide(&app, &[], false, &Reads::default(), &mut again);
+        assert!(
+            matches!(&asked, Decision::Read(Read::JobExists(name)) if *name == job_name),
+            "{asked:?}"
+        );
+
+        // There: the cache lags behind the pass that made it; it copies, and is not made again.
+        let mut there = Reads::default();
+        there.add_job_exists(job_name.clone(), true);
+        let mut lagging = Record::new(made.clone(), Some(1));
+        let plan = decide(&app, &[], false, &there, &mut lagging).done();
+        assert_eq!(plan.start, None);
+        assert_eq!(lagging.status.backup_request, made.backup_request);
+        assert!(lagging.notes.is_empty());
+
+        // Gone (deleted, or expired): the request failed, said once, also while a restore
+        // is under way; never made again.
+        let mut gone = Reads::default();
+        gone.add_job_exists(job_name.clone(), false);
+        for restoring in [false, true] {
+            let mut lost = Record::new(made.clone(), Some(1));
+            let plan = decide(&app, &[], restoring, &gone, &mut lost).done();
+            assert_eq!(plan.start, None);
+            let request = lost.status.backup_request.clone().expect("acknowledged");
+            assert_eq!(request.phase, RequestPhase::Failed);
+            let message = request.message.unwrap_or_default();
+            assert!(
+                message.contains(&format!("its Job {job_name} is gone"))
+                    && message.contains("kubectl hellostateful backup hello"),
+                "{message}"
+            );
+            assert_eq!(reasons(&lost), ["BackupFailed"]);
+            let mut after = Record::new(lost.status.clone(), Some(1));
+            let plan = decide(&app, &[], restoring, &Reads::default(), &mut after).done();
+            assert_eq!(plan.start, None);
+            assert!(after.notes.is_empty());
+        }
     }
 
     #[test]

@@ -1721,6 +1721,13 @@ async fn decide<P>(
                 });
                 reads.add_claim_phase(name, phase);
             }
+            Decision::Read(Read::JobExists(name)) => {
+                let job = pass.api::<Job>().get_opt(&name).await?;
+                let own = job.is_some_and(|job| {
+                    kept::controller_uid(&job.metadata) == Some(pass.app.uid.as_str())
+                });
+                reads.add_job_exists(name, own);
+            }
             Decision::Read(Read::AppPods) => {
                 let selector = names::selector_string(&pass.app.name);
                 let pods = pass

@@ -1065,6 +1065,32 @@ async fn a_backup_asked_for_while_a_restore_is_left_unfinished_waits_and_says_so
 }
 
 #[tokio::test]
+async fn a_backup_requests_job_deleted_by_hand_fails_the_request_and_is_not_made_again() {
+    let job = names::backup_job("hello", "uid-1", "b1");
+    let annotations = json!({names::BACKUP_REQUESTED: "b1"});
+    let status = json!({"backupRequest": {"token": "b1", "phase": "Running", "job": job,
+        "message": "copying"}});
+    let app = app(seed(), annotations, status);
+    let (_, seen) = running(&app, 1).reconcile(app).await;
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "GET" && s.path == format!("{JOBS}/{job}")),
+        "the cache may lag: read afresh before taking it as gone: {seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|s| s.method == "POST" && s.path == JOBS),
+        "not made again beside its orphaned pod: {seen:#?}"
+    );
+    let status = status_written(&seen);
+    assert_eq!(status["backupRequest"]["phase"], "Failed", "{status}");
+    let message = status["backupRequest"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("is gone"), "{message}");
+    event(&seen, "BackupFailed");
+}
+
+#[tokio::test]
 async fn a_node_path_the_admin_did_not_allow_is_refused_and_nothing_is_made() {
     for hostile in ["/etc", "/var/lib/kubelet", "/tmp/backup-x", "/srv"] {
         let spec = json!({"replicas": 1, "restoreFromExisting": true,

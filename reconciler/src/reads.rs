@@ -1,6 +1,7 @@
 //! What a decision may need that no cache holds: a finished Job's termination message (the
 //! mover's summary), a running Job's pods and the Job controller's refusal to make one, how
-//! many of the app's pods are left, and the phase of a claim the reconciler does not own.
+//! many of the app's pods are left, the phase of a claim the reconciler does not own, and
+//! whether a Job the cache lacks is really gone.
 //! (Pods and events are not watched: a reconciler of many apps would hold them all.) A
 //! decision that lacks one
 //! returns `Decision::Read`; the controller reads it, adds it to `Reads`, and runs the
@@ -26,6 +27,9 @@ pub enum Read {
     AppPods,
     /// The phase of this claim of the app's namespace, if it exists.
     ClaimPhase(String),
+    /// Whether this Job, the app's own, exists as the API server holds it now: the cache may
+    /// not have seen a Job the previous pass made.
+    JobExists(String),
 }
 
 /// What a decision returns.
@@ -47,6 +51,7 @@ pub struct Reads {
     refusals: HashMap<String, Option<String>>,
     app_pods: Option<(usize, i32)>,
     claim_phases: HashMap<String, Option<String>>,
+    jobs_exist: HashMap<String, bool>,
 }
 
 impl Reads {
@@ -93,6 +98,14 @@ impl Reads {
             .ok_or_else(|| Unread(Read::ClaimPhase(name.to_string())))
     }
 
+    /// Whether the app's Job `name` exists.
+    pub fn job_exists(&self, name: &str) -> Result<bool, Unread> {
+        self.jobs_exist
+            .get(name)
+            .copied()
+            .ok_or_else(|| Unread(Read::JobExists(name.to_string())))
+    }
+
     pub fn add_message(&mut self, job: String, message: Option<String>) {
         self.messages.insert(job, message);
     }
@@ -111,6 +124,10 @@ impl Reads {
 
     pub fn add_claim_phase(&mut self, name: String, phase: Option<String>) {
         self.claim_phases.insert(name, phase);
+    }
+
+    pub fn add_job_exists(&mut self, name: String, exists: bool) {
+        self.jobs_exist.insert(name, exists);
     }
 }
 
