@@ -42,12 +42,19 @@ as_reconciler() { kubectl "${AS[@]}" "$@"; }
 # refused PATTERN: the object on stdin, created by the reconciler, is refused with PATTERN.
 refused() { expect_fail "$1" as_reconciler create --dry-run=server -f -; }
 
-# admitted: the object on stdin, created by the reconciler, is admitted.
+# The admission webhook's refusal of a StatefulSet named after no app (admission-webhook.yaml).
+NO_APP_REFUSAL='admission webhook "statefulsets.hello-stateful.example.com" denied the request: no HelloStateful hs-policy-probe in namespace'
+
+# admitted: the object on stdin, created by the reconciler, is admitted by every policy. The
+# probes' StatefulSets name an app that does not exist, which the webhook then refuses: the
+# API server calls webhooks only after every policy admitted the object, so that refusal,
+# and no other, counts as admitted here (the webhook is probed on its own below).
 admitted() {
   local object out
   object=$(cat)
-  out=$(as_reconciler create --dry-run=server -f - <<<"$object" 2>&1) ||
-    { echo "refused, but should be admitted:"; echo "$out"; echo "$object"; return 1; }
+  out=$(as_reconciler create --dry-run=server -f - <<<"$object" 2>&1) && return 0
+  grep -qF "$NO_APP_REFUSAL" <<<"$out" && return 0
+  echo "refused, but should be admitted:"; echo "$out"; echo "$object"; return 1
 }
 
 # workload KIND [POD_FIELDS] [CONTAINER] [NAMESPACE] [TEMPLATE_METADATA]: a minimal Job,
@@ -323,6 +330,43 @@ test_an_apps_statefulset_is_controlled_by_its_app() {
     { echo "a template change keeping the owner was refused"; return 1; }
 }
 
+# An app's StatefulSet runs its app's spec.image and nothing else, and is controlled by the
+# app's uid, not only its name (the webhook of admission-webhook.yaml, which reads the app).
+test_an_apps_statefulset_runs_only_its_apps_image() {
+  local uid image other=example.invalid/other:1
+  wait_for "app probe ready" 150 app_ready "$APP_NS" probe || { on_fail "$APP_NS"; return 1; }
+  uid=$(kubectl -n "$APP_NS" get hellostateful probe -o jsonpath='{.metadata.uid}')
+  image=$(kubectl -n "$APP_NS" get statefulset probe -o jsonpath='{.spec.template.spec.containers[0].image}')
+  [[ -n $uid && -n $image && $image != "$other" ]] || { echo "app uid '$uid', image '$image'"; return 1; }
+  expect_fail "runs only its app's spec.image ($image); app runs $other" \
+    sts_patch "[{\"op\": \"replace\", \"path\": \"/spec/template/spec/containers/0/image\", \"value\": \"$other\"}]" || return 1
+  expect_fail "runs only its app's spec.image ($image); extra runs $other" \
+    sts_patch "[{\"op\": \"add\", \"path\": \"/spec/template/spec/initContainers\", \"value\": [{\"name\": \"extra\", \"image\": \"$other\", \"securityContext\": {\"allowPrivilegeEscalation\": false}}]}]" ||
+    return 1
+  # Named after the app, but controlled by another uid (a policy can check only the name).
+  expect_fail "is not controlled by HelloStateful probe (uid $uid) but by 00000000-0000-0000-0000-000000000000" \
+    sts_patch '[{"op": "replace", "path": "/metadata/ownerReferences/0/uid", "value": "00000000-0000-0000-0000-000000000000"}]' ||
+    return 1
+  # Named after no app.
+  workload StatefulSet "" "" "$APP_NS" | refused "$NO_APP_REFUSAL $APP_NS" || return 1
+  # What the reconciler does: scale, and change the template keeping the app's image.
+  sts_patch '[{"op": "replace", "path": "/spec/replicas", "value": 0}]' >/dev/null ||
+    { echo "scaling was refused"; return 1; }
+  sts_patch '[{"op": "add", "path": "/spec/template/metadata/labels/probe", "value": "1"}]' >/dev/null ||
+    { echo "a template change keeping the app's image was refused"; return 1; }
+}
+
+# The reconciler writes an app's status and metadata, never its spec (policy
+# hellostateful-reconciler-apps): else it could choose the image the webhook holds it to.
+# (Its status writes, to the status subresource, which the policy does not match, are
+# proven by the next test.)
+test_the_reconciler_never_changes_an_apps_spec() {
+  local app=(-n "$APP_NS" patch hellostateful probe --dry-run=server --type=merge)
+  expect_fail "never changes an app's spec" as_reconciler "${app[@]}" -p '{"spec": {"image": "example.invalid/other:1"}}' || return 1
+  as_reconciler "${app[@]}" -p '{"metadata": {"labels": {"hs-policy-probe": "x"}}}' >/dev/null ||
+    { echo "a label patch was refused"; return 1; }
+}
+
 test_the_reconcilers_own_children_are_admitted() {
   local token out
   wait_for "app probe ready" 150 app_ready "$APP_NS" probe || { on_fail "$APP_NS"; return 1; }
@@ -335,7 +379,7 @@ test_the_reconcilers_own_children_are_admitted() {
   # Deletion: the wipe Job is the reconciler's too.
   kubectl -n "$APP_NS" delete hellostateful probe --wait=true --timeout=120s >/dev/null || { on_fail "$APP_NS"; return 1; }
   out=$(kubectl -n "$RECONCILER_NS" logs deploy/hellostateful-reconciler --since-time="$APP_START" 2>&1)
-  if grep -i "forbidden\|ValidatingAdmissionPolicy" <<<"$out" | grep -F "$APP_NS"; then
+  if grep -i "forbidden\|ValidatingAdmissionPolicy\|denied the request" <<<"$out" | grep -F "$APP_NS"; then
     echo "the reconciler's own writes in $APP_NS were refused"; return 1
   fi
 }
@@ -349,5 +393,7 @@ run_test volumes_are_their_claims_own_directories test_volumes_are_their_claims_
 run_test volume_updates_keep_their_claim_and_path test_volume_updates_keep_their_claim_and_path
 run_test a_deposed_leaders_late_writes_are_refused test_a_deposed_leaders_late_writes_are_refused
 run_test an_apps_statefulset_is_controlled_by_its_app test_an_apps_statefulset_is_controlled_by_its_app
+run_test an_apps_statefulset_runs_only_its_apps_image test_an_apps_statefulset_runs_only_its_apps_image
+run_test the_reconciler_never_changes_an_apps_spec test_the_reconciler_never_changes_an_apps_spec
 run_test the_reconcilers_own_children_are_admitted test_the_reconcilers_own_children_are_admitted
 summary

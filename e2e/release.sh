@@ -86,11 +86,11 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
 images = [c["image"] for d in docs if d["kind"] == "Deployment"
           for c in d["spec"]["template"]["spec"]["containers"]]
 movers = [d["data"]["moverImage"] for d in docs if d["kind"] == "ConfigMap" and "moverImage" in d.get("data", {})]
-assert images == [ref] and movers == [ref], (images, movers)
+assert images == [ref, ref] and movers == [ref], (images, movers)
 PY
   # Only the image lines changed.
   local file changed
-  for file in deployment.yaml settings.yaml; do
+  for file in deployment.yaml admission-webhook.yaml settings.yaml; do
     changed=$(diff "$ROOT/manifests/$file" "$WORK/manifests/$file" | grep -c '^[<>]' || true)
     [[ $changed == 2 ]] || { diff "$ROOT/manifests/$file" "$WORK/manifests/$file"; return 1; }
   done

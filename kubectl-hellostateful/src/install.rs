@@ -72,6 +72,10 @@ pub const MANIFESTS: &[(&str, &str)] = &[
         "deployment.yaml",
         include_str!("../../manifests/deployment.yaml"),
     ),
+    (
+        "admission-webhook.yaml",
+        include_str!("../../manifests/admission-webhook.yaml"),
+    ),
 ];
 
 /// Splits multi-document YAML on `---` lines and parses each non-empty document.
@@ -488,8 +492,14 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         }
     }
     if args.wait && !params.dry_run {
-        wait_available(ctx, &kube.client, args.timeout).await?;
-        eprintln!("{}", ctx.style.good("reconciler is available"));
+        for deployment in DEPLOYMENTS {
+            wait_available(ctx, &kube.client, deployment, args.timeout).await?;
+        }
+        eprintln!(
+            "{}",
+            ctx.style
+                .good("reconciler and its admission webhook are available")
+        );
     }
     Ok(summary(&docs, &kept))
 }
@@ -518,17 +528,36 @@ async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Res
     }
 }
 
-async fn wait_available(ctx: &Ctx, client: &Client, timeout: Duration) -> Result<(), CliError> {
+/// The Deployments `install --wait` waits for: name, the component their pods are
+/// labelled with (manifests/deployment.yaml, manifests/admission-webhook.yaml), and what
+/// they run.
+const DEPLOYMENTS: [(&str, &str, &str); 2] = [
+    (RECONCILER, "reconciler", "the reconciler"),
+    (
+        "hellostateful-admission",
+        "admission",
+        "the admission webhook",
+    ),
+];
+
+async fn wait_available(
+    ctx: &Ctx,
+    client: &Client,
+    (name, component, what): (&str, &str, &str),
+    timeout: Duration,
+) -> Result<(), CliError> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let pod_selector = ListParams::default().labels(RECONCILER_POD_SELECTOR);
+    let pod_selector = ListParams::default().labels(&format!(
+        "app.kubernetes.io/name=hellostateful,app.kubernetes.io/component={component}"
+    ));
     let started = Instant::now();
     ctx.debug(
         0,
-        format!("waiting for deployment {SYSTEM_NAMESPACE}/{RECONCILER} to be available..."),
+        format!("waiting for deployment {SYSTEM_NAMESPACE}/{name} to be available..."),
     );
     loop {
-        let deployment = api.get(RECONCILER).await.ok();
+        let deployment = api.get(name).await.ok();
         if deployment.as_ref().is_some_and(rollout_complete) {
             return Ok(());
         }
@@ -546,7 +575,7 @@ async fn wait_available(ctx: &Ctx, client: &Client, timeout: Duration) -> Result
             .collect();
         if let Some(why) = pods.iter().find_map(cannot_start) {
             return Err(CliError::Failed(format!(
-                "the reconciler cannot start: {why}. Make the image available to the cluster's nodes (kind: `kind load docker-image IMAGE`; minikube: `minikube image load IMAGE`) or install with --image pointing at one they can pull"
+                "{what} cannot start: {why}. Make the image available to the cluster's nodes (kind: `kind load docker-image IMAGE`; minikube: `minikube image load IMAGE`) or install with --image pointing at one they can pull"
             )));
         }
         if started.elapsed() > timeout {
@@ -556,7 +585,7 @@ async fn wait_available(ctx: &Ctx, client: &Client, timeout: Duration) -> Result
                 .map(|why| format!(" (its pod: {why})"))
                 .unwrap_or_default();
             return Err(CliError::Failed(format!(
-                "timed out after {}s waiting for deployment {SYSTEM_NAMESPACE}/{RECONCILER} to be available{last}: see `kubectl -n {SYSTEM_NAMESPACE} get pods` and `kubectl -n {SYSTEM_NAMESPACE} describe deployment {RECONCILER}`",
+                "timed out after {}s waiting for deployment {SYSTEM_NAMESPACE}/{name} to be available{last}: see `kubectl -n {SYSTEM_NAMESPACE} get pods` and `kubectl -n {SYSTEM_NAMESPACE} describe deployment {name}`",
                 timeout.as_secs()
             )));
         }
@@ -593,10 +622,6 @@ fn template_image(deployment: &Deployment) -> Option<String> {
 fn pod_image(pod: &Pod) -> Option<String> {
     pod.spec.as_ref()?.containers.first()?.image.clone()
 }
-
-/// The reconciler's pods, as manifests/deployment.yaml labels them.
-const RECONCILER_POD_SELECTOR: &str =
-    "app.kubernetes.io/name=hellostateful,app.kubernetes.io/component=reconciler";
 
 /// Why a container of `pod` waits, with the image: `ErrImagePull (image X): message`.
 fn waiting_reason(pod: &Pod) -> Option<String> {
@@ -819,6 +844,7 @@ mod tests {
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
             "Deployment",
+            "ValidatingWebhookConfiguration",
         ];
         for pair in order.windows(2) {
             assert!(

@@ -1,6 +1,7 @@
 //! The hellostateful reconciler: a kube-runtime controller for HelloStateful apps. The data
 //! mover (the `hellostateful-mover` crate) runs from the same binary inside Jobs.
 
+pub mod admission;
 pub mod backups;
 pub mod cache;
 pub mod children;

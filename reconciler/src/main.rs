@@ -1,5 +1,7 @@
-//! `hellostateful-reconciler`: the controller (`run`), the data mover (`backup`, `restore`,
-//! `backups`, `verify`, `prune`, run inside Jobs), `crd`, and `check-children` (e2e).
+//! `hellostateful-reconciler`: the controller (`run`), the admission webhook that holds the
+//! controller's StatefulSets to their apps' images (`admission`), the data mover (`backup`,
+//! `restore`, `backups`, `verify`, `prune`, run inside Jobs), `crd`, and `check-children`
+//! (e2e).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -52,6 +54,9 @@ struct Cli {
 enum Command {
     /// Run the controller.
     Run(RunArgs),
+    /// Serve the admission webhook that refuses a StatefulSet of the controller's running
+    /// any image but its app's spec.image (manifests/admission-webhook.yaml).
+    Admission(AdmissionArgs),
     /// Print the HelloStateful CRD as YAML (what manifests/crd.yaml holds).
     Crd,
     /// Dry-run HelloStatefuls and the children made of them against the API server.
@@ -80,6 +85,22 @@ struct CheckArgs {
     /// Object store endpoints allowed, as the reconciler's --object-store-endpoints.
     #[arg(long, default_value = "")]
     object_store_endpoints: String,
+}
+
+#[derive(clap::Args)]
+struct AdmissionArgs {
+    /// Port to serve HTTPS on.
+    #[arg(long, default_value_t = 8443)]
+    port: u16,
+    /// The webhook's Service, whose DNS names its certificate holds.
+    #[arg(long, default_value = "hellostateful-admission")]
+    service: String,
+    /// Namespace of the Service.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "hellostateful-system")]
+    namespace: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "HELLOSTATEFUL_LOG_JSON", default_value_t = false)]
+    log_json: bool,
 }
 
 #[derive(clap::Args)]
@@ -192,18 +213,22 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Run(args) => {
-            init_logging(args.log_json);
-            let Some(runtime) = runtime() else {
-                return ExitCode::FAILURE;
-            };
-            match runtime.block_on(run(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    error!("{error:#}");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::Admission(args) => logged(args.log_json, admission(args)),
+        Command::Run(args) => logged(args.log_json, run(args)),
+    }
+}
+
+/// Runs a long-lived `task` (the controller, the webhook) with logging; its error is logged.
+fn logged(log_json: bool, task: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
+    init_logging(log_json);
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    match runtime.block_on(task) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            error!("{error:#}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -252,6 +277,57 @@ async fn check_children(args: CheckArgs) -> anyhow::Result<bool> {
         println!("{}", dry_run::line(&name, &verdict));
     }
     Ok(agreed)
+}
+
+/// `admission`: serves the webhook over TLS with a certificate made now, then gives the API
+/// server its CA.
+async fn admission(args: AdmissionArgs) -> anyhow::Result<()> {
+    use hellostateful_reconciler::admission::{self, Webhook};
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the API server")?;
+    let service = format!("{}.{}.svc", args.service, args.namespace);
+    let made = admission::certificates(vec![service.clone(), format!("{service}.cluster.local")])
+        .context("making the webhook's certificate")?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(made.key_der.into());
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("choosing TLS versions")?
+    .with_no_client_auth()
+    .with_single_cert(vec![made.certificate_der.into()], key)
+    .context("loading the webhook's certificate")?;
+    let webhook = Arc::new(Webhook {
+        client: client.clone(),
+        ready: std::sync::atomic::AtomicBool::new(false),
+    });
+    let address = SocketAddr::from(([0, 0, 0, 0], args.port));
+    let serving = axum_server::bind_rustls(
+        address,
+        axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls)),
+    )
+    .serve(admission::router(webhook.clone()).into_make_service());
+    info!(%address, service, "serving the admission webhook");
+    // Serving before the CA is published: the API server calls as soon as it has it.
+    let publish = async {
+        admission::publish_ca(client, &made.ca_pem)
+            .await
+            .with_context(|| {
+                format!(
+                    "giving the API server the webhook's CA (validatingwebhookconfiguration {})",
+                    admission::WEBHOOK_CONFIGURATION
+                )
+            })?;
+        webhook.ready.store(true, Ordering::Relaxed);
+        info!("the API server has the webhook's CA");
+        anyhow::Ok(())
+    };
+    tokio::try_join!(
+        async { serving.await.context("serving the admission webhook") },
+        publish
+    )?;
+    Ok(())
 }
 
 fn init_logging(json: bool) {
