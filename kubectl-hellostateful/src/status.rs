@@ -597,10 +597,15 @@ fn backup_jobs(view: &View, app: &HelloStateful, now: DateTime<Utc>, style: Styl
                 "  CronJob {}: schedule {}{}, last scheduled {}, last successful {}\n",
                 printable(&cron.name_any()),
                 printable(&spec.schedule),
-                if spec.suspend == Some(true) {
-                    format!(" {}", style.warn("(suspended)"))
-                } else {
-                    String::new()
+                match (spec.suspend == Some(true), app.spec.backups_suspended()) {
+                    (false, _) => String::new(),
+                    (true, true) => format!(" {}", style.warn("(suspended)")),
+                    // Not the user's pause: the reconciler holds the schedule while a restore
+                    // is under way or left unfinished, and lets it run once the restore ends.
+                    (true, false) => format!(
+                        " {}",
+                        style.warn("(suspended until the restore under way ends)")
+                    ),
                 },
                 st.last_schedule_time
                     .as_ref()
@@ -876,6 +881,46 @@ mod tests {
             rest = &code[end..];
         }
         assert!(text.contains("request\\u{1b}]0;x"), "{text}");
+    }
+
+    #[test]
+    fn a_schedule_held_by_a_restore_is_told_apart_from_the_users_pause() {
+        let backups = |paused_by_user: bool| {
+            let mut hello = app("default", "hello", 1, 1);
+            hello.spec.backup = Some(hellostateful_api::BackupSpec {
+                suspend: paused_by_user,
+                ..Default::default()
+            });
+            let mut cron = CronJob::default();
+            cron.metadata.name = Some("backup-hello".into());
+            cron.spec = Some(k8s_openapi::api::batch::v1::CronJobSpec {
+                schedule: "*/5 * * * *".into(),
+                suspend: Some(true),
+                ..Default::default()
+            });
+            let view = View {
+                namespace: "default".into(),
+                app: Some(hello.clone()),
+                statefulset: None,
+                pods: vec![],
+                claims: vec![],
+                cronjob: Some(cron),
+                jobs: vec![],
+                events: vec![],
+                problems: vec![],
+            };
+            backup_jobs(&view, &hello, now(), Style::PLAIN)
+        };
+        let held = backups(false);
+        assert!(
+            held.contains("schedule */5 * * * * (suspended until the restore under way ends),"),
+            "{held}"
+        );
+        let paused = backups(true);
+        assert!(
+            paused.contains("schedule */5 * * * * (suspended),"),
+            "{paused}"
+        );
     }
 
     #[test]
