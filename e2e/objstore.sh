@@ -67,9 +67,12 @@ test_data_comes_back_from_the_store_alone() {
   [[ $(head -n1 "$(host_log "$ns" hello 0)") == "$first" ]]
   (($(wc -l <"$(host_log "$ns" hello 0)") >= lines))
 
-  # Another app made from hello's backup (restoreFrom): its Job reads hello's objects into
-  # copy's volume, and keeps its restore's records with copy's own backups.
-  store_app "$ns" copy tenant-a s3 false ", \"restoreFrom\": {\"name\": \"hello\", \"backupId\": \"$id\"}"
+  # Another app made from hello's backup (restoreFrom), by the plugin with the store as flags:
+  # its Job reads hello's objects into copy's volume, and keeps its restore's records with
+  # copy's own backups.
+  "$HS_PLUGIN" -n "$ns" create copy --from-backup "hello/$id" --schedule "0 0 1 1 *" \
+    --object-store-endpoint "$HS_S3_ENDPOINT" --object-store-bucket tenant-a --object-store-prefix e2e \
+    --object-store-secret s3 --object-store-insecure >/dev/null || return 1
   wait_for "copy Ready" 180 app_ready "$ns" copy
   [[ $(jp "$ns" copy '{.status.isRestored}') == true ]]
   [[ $(head -n1 "$(host_log "$ns" copy 0)") == "$first" ]]

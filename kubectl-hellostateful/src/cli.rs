@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
-use hellostateful_api::{RestoreSource, validate};
+use hellostateful_api::{RestoreSource, SecretKeyRef, validate};
 
 const ABOUT: &str = "Run a stateful app on Kubernetes and back up and restore its data";
 
@@ -47,8 +47,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every command takes, as kubectl spells them.
+/// Flags every command takes, as kubectl spells them; help lists them apart from each
+/// command's own, as `kubectl options` does.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Global options (as kubectl takes them)")]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, merged, else ~/.kube/config)
     #[arg(long, global = true, value_name = "PATH")]
@@ -88,16 +90,14 @@ pub struct GlobalArgs {
     /// Never colour the output (colour is also off for NO_COLOR and when stdout is not a terminal)
     #[arg(long, global = true)]
     pub no_color: bool,
-    /// Say more about what is done: -v=1 names the cluster and the requests, -v=2 more
+    /// Say more about what is done: -v 1 names the cluster and the requests, -v 2 more
+    /// (-v N, -v=N, --v=N, as kubectl takes it)
     #[arg(
         short = 'v',
         long = "v",
         global = true,
         value_name = "LEVEL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_value_t = 0,
-        default_missing_value = "1"
+        default_value_t = 0
     )]
     pub verbose: u8,
 }
@@ -160,11 +160,15 @@ and no --schedule is given, asks for one (empty for none); never asks without a 
   # Three replicas on dynamically provisioned volumes, keep the last 3 backups
   kubectl hellostateful create web -n prod --replicas 3 --storage-class standard --size 5Gi --keep-last 3
 
+  # Backups off the node, in an S3 bucket, with the keys of Secret s3-keys of the namespace
+  kubectl hellostateful create hello --schedule @hourly --object-store-endpoint https://s3.example.com \\
+    --object-store-bucket backups --object-store-secret s3-keys
+
   # Print the resource without creating it, or let the API server validate it
   kubectl hellostateful create hello --schedule @hourly --dry-run=client -o yaml
   kubectl hellostateful create hello --schedule @hourly --dry-run=server"
     )]
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
 
     /// List HelloStateful apps
     #[command(
@@ -441,6 +445,39 @@ pub struct CreateArgs {
     #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true,
           default_missing_value = "client", default_value = "none")]
     pub dry_run: DryRun,
+    // Last: its heading holds for the flags after it.
+    #[command(flatten)]
+    pub object_store: ObjectStoreArgs,
+}
+
+/// `create`: an S3-compatible object store as the backup target (spec.backup.target.objectStore).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Object store target (backups off the node)")]
+pub struct ObjectStoreArgs {
+    /// S3 endpoint that holds backups instead of a node directory, https://host[:port]
+    #[arg(long, value_name = "URL", requires_all = ["object_store_bucket", "object_store_secret"],
+          conflicts_with_all = ["backup_target_host_path", "backup_target_pvc"])]
+    pub object_store_endpoint: Option<String>,
+    /// Bucket of the object store (made beforehand)
+    #[arg(long, value_name = "BUCKET", requires = "object_store_endpoint")]
+    pub object_store_bucket: Option<String>,
+    /// Key prefix in the bucket (backups go below PREFIX/<namespace>/<name>/)
+    #[arg(long, value_name = "PREFIX", requires = "object_store_endpoint")]
+    pub object_store_prefix: Option<String>,
+    /// Region requests are signed for (default us-east-1)
+    #[arg(long, value_name = "REGION", requires = "object_store_endpoint")]
+    pub object_store_region: Option<String>,
+    /// Secret of the namespace with the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+    #[arg(long, value_name = "SECRET", requires = "object_store_endpoint")]
+    pub object_store_secret: Option<String>,
+    /// CA of an https endpoint whose certificate no public CA signed: a key of a Secret of
+    /// the namespace holding PEM certificates
+    #[arg(long, value_name = "SECRET/KEY", value_parser = parse_secret_key,
+          requires = "object_store_endpoint")]
+    pub object_store_ca: Option<SecretKeyRef>,
+    /// Allow an http:// endpoint (test clusters only: keys and data travel unencrypted)
+    #[arg(long, requires = "object_store_endpoint")]
+    pub object_store_insecure: bool,
 }
 
 /// `list`.
@@ -711,6 +748,21 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Parses `SECRET/KEY`.
+fn parse_secret_key(text: &str) -> Result<SecretKeyRef, String> {
+    match text.split_once('/') {
+        Some((name, key)) if !name.is_empty() && !key.is_empty() && !key.contains('/') => {
+            Ok(SecretKeyRef {
+                name: name.to_string(),
+                key: key.to_string(),
+            })
+        }
+        _ => Err(format!(
+            "{text:?} is not SECRET/KEY, a key of a Secret like object-store-ca/ca.crt"
+        )),
+    }
+}
+
 /// Parses `OTHER` or `OTHER/ID` as the CRD would take them in `spec.restoreFrom`.
 fn parse_backup_source(text: &str) -> Result<RestoreSource, String> {
     let (name, id) = match text.split_once('/') {
@@ -879,7 +931,10 @@ mod tests {
         assert_eq!(g.user.as_deref(), Some("admin"));
         assert_eq!(g.request_timeout, Some(Duration::from_secs(90)));
         assert_eq!(g.verbose, 3);
-        assert_eq!(parse(&["-v", "version"]).unwrap().global.verbose, 1);
+        assert_eq!(parse(&["-v", "2", "version"]).unwrap().global.verbose, 2);
+        assert_eq!(parse(&["version", "-v2"]).unwrap().global.verbose, 2);
+        // As kubectl: a level is needed.
+        assert!(parse(&["-v", "version"]).is_err());
         assert_eq!(parse(&["version"]).unwrap().global.verbose, 0);
         // A group without a user to act as is refused, as kubectl does.
         assert!(parse(&["version", "--as-group", "devs"]).is_err());

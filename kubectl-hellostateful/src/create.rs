@@ -2,8 +2,8 @@
 
 use hellostateful_api::names::MAX_NAME_LEN;
 use hellostateful_api::{
-    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, ResolvedTarget, RestoreSource,
-    Retention, StorageSpec, names, validate,
+    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, ObjectStoreTarget, ResolvedTarget,
+    RestoreSource, Retention, StorageSpec, names, validate,
 };
 use kube::api::PostParams;
 
@@ -32,14 +32,27 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
         size: args.size.clone(),
         storage_class_name: args.storage_class.clone(),
     });
-    let target =
-        (args.backup_target_host_path.is_some() || args.backup_target_pvc.is_some()).then(|| {
-            BackupTarget {
-                host_path: args.backup_target_host_path.clone(),
-                persistent_volume_claim: args.backup_target_pvc.clone(),
-                object_store: None,
-            }
+    let store = &args.object_store;
+    let object_store = store
+        .object_store_endpoint
+        .as_ref()
+        .map(|endpoint| ObjectStoreTarget {
+            endpoint: endpoint.clone(),
+            bucket: store.object_store_bucket.clone().unwrap_or_default(),
+            prefix: store.object_store_prefix.clone(),
+            region: store.object_store_region.clone(),
+            credentials_secret: store.object_store_secret.clone().unwrap_or_default(),
+            insecure: store.object_store_insecure,
+            endpoint_ca: store.object_store_ca.clone(),
         });
+    let target = (args.backup_target_host_path.is_some()
+        || args.backup_target_pvc.is_some()
+        || object_store.is_some())
+    .then(|| BackupTarget {
+        host_path: args.backup_target_host_path.clone(),
+        persistent_volume_claim: args.backup_target_pvc.clone(),
+        object_store,
+    });
     let retention = args.keep_last.map(|keep_last| Retention {
         keep_last: Some(keep_last),
     });
@@ -193,7 +206,7 @@ mod tests {
         )
         .unwrap();
         match cli.command {
-            Command::Create(args) => args,
+            Command::Create(args) => *args,
             _ => unreachable!(),
         }
     }
@@ -216,6 +229,48 @@ mod tests {
                 "spec": {"replicas": 1, "restoreFromExisting": true, "backupSchedule": "*/5 * * * *"}
             })
         );
+    }
+
+    #[test]
+    fn an_object_store_target_from_flags() {
+        let a = args(&[
+            "hello",
+            "--object-store-endpoint",
+            "https://s3.example.com",
+            "--object-store-bucket",
+            "backups",
+            "--object-store-prefix",
+            "team-a",
+            "--object-store-region",
+            "eu-west-1",
+            "--object-store-secret",
+            "s3-keys",
+            "--object-store-ca",
+            "s3-ca/ca.crt",
+        ]);
+        let app = build(&a, "prod", None);
+        assert_eq!(
+            serde_json::to_value(&app.spec.backup).unwrap(),
+            serde_json::json!({"target": {"objectStore": {
+                "endpoint": "https://s3.example.com", "bucket": "backups", "prefix": "team-a",
+                "region": "eu-west-1", "credentialsSecret": "s3-keys", "insecure": false,
+                "endpointCA": {"name": "s3-ca", "key": "ca.crt"}}}, "suspend": false})
+        );
+        let parse = |extra: &[&str]| {
+            Cli::try_parse_from(["kubectl-hellostateful", "create", "x"].iter().chain(extra))
+        };
+        // The endpoint needs its bucket and keys; the other flags need the endpoint; one target.
+        assert!(parse(&["--object-store-endpoint", "https://s3.example.com"]).is_err());
+        assert!(parse(&["--object-store-bucket", "b"]).is_err());
+        assert!(parse(&["--object-store-insecure"]).is_err());
+        let store = [
+            "--object-store-endpoint=http://s3:8333",
+            "--object-store-bucket=b",
+            "--object-store-secret=s",
+        ];
+        assert!(parse(&[&store[..], &["--object-store-insecure"]].concat()).is_ok());
+        assert!(parse(&[&store[..], &["--backup-target-pvc=c"]].concat()).is_err());
+        assert!(parse(&[&store[..], &["--object-store-ca=no-key"]].concat()).is_err());
     }
 
     #[test]
