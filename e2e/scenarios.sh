@@ -340,12 +340,29 @@ test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back() {
   [[ $(cat "$(data_dir "$ns" stuck 0)/keep") == live ]]
 }
 
+# freeze_mover NS: waits for a backup mover of NS to start and stops it (SIGSTOP), its pid
+# in FROZEN_MOVER. Fails if it ended before it was stopped: a copy faster than this loop
+# (which a CI run once saw, of 50 MB) leaves nothing to test.
+freeze_mover() {
+  local ns=$1 deadline=$((SECONDS + 60)) pid
+  until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
+    ((SECONDS < deadline)) || { echo "no backup mover started"; return 1; }
+    sleep 0.02
+  done
+  kill -STOP $FROZEN_MOVER 2>/dev/null
+  for pid in $FROZEN_MOVER; do
+    # The signal lands once the process runs again (after a disk wait, say).
+    wait_for "mover $pid stopped" 10 bash -c "[[ \$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null) == T ]]" ||
+      { echo "the mover ended before it was stopped"; return 1; }
+  done
+}
+
 # A backup running when its app is deleted: deletion stops it before the wipe (its mover,
 # frozen here mid-copy, is gone before any wipe Job exists), says meanwhile what it waits
 # for, and the cut-short copy is never taken for a snapshot: the app made again restores
 # the last complete backup.
 test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapshot() {
-  local ns before deadline
+  local ns before
   FROZEN_MOVER=""
   ns=$(new_ns delbk)
   trap "cleanup_ns '$ns'; [[ -z \${FROZEN_MOVER:-} ]] || kill -CONT \$FROZEN_MOVER 2>/dev/null" EXIT
@@ -358,12 +375,7 @@ test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapsh
   kubectl -n "$ns" exec mid-0 -c app -- sh -c \
     'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo partial > /usr/share/hello/marker'
   annotate "$ns" mid "hello-stateful.example.com/backup-requested=$(date +%s%N)"
-  deadline=$((SECONDS + 60))
-  until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
-    ((SECONDS < deadline)) || { echo "no backup mover started"; on_fail "$ns"; return 1; }
-    sleep 0.02
-  done
-  kill -STOP $FROZEN_MOVER
+  freeze_mover "$ns" || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" delete hellostateful mid --wait=false >/dev/null
   wait_for "deletion says it waits for the backup" 30 \
     status_contains "$ns" mid '{.status.conditions[?(@.type=="Ready")].message}' "deletion waits for Job backup-mid-" ||
@@ -401,15 +413,10 @@ test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends() {
   kubectl -n "$ns" exec orph-0 -c app -- sh -c 'echo complete > /usr/share/hello/marker'
   [[ $(request "$ns" orph backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec orph-0 -c app -- sh -c \
-    'head -c 50000000 /dev/urandom > /usr/share/hello/big && echo whole > /usr/share/hello/marker'
+    'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo whole > /usr/share/hello/marker'
   sum=$(kubectl -n "$ns" exec orph-0 -c app -- sha256sum /usr/share/hello/big | cut -d' ' -f1)
   annotate "$ns" orph "hello-stateful.example.com/backup-requested=$(date +%s%N)"
-  local deadline=$((SECONDS + 60))
-  until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
-    ((SECONDS < deadline)) || { echo "no backup mover started"; on_fail "$ns"; return 1; }
-    sleep 0.02
-  done
-  kill -STOP $FROZEN_MOVER
+  freeze_mover "$ns" || { on_fail "$ns"; return 1; }
   job=$(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=backup -o jsonpath='{.items[?(@.status.active==1)].metadata.name}')
   pod=$(kubectl -n "$ns" get pods -l "job-name=$job" -o jsonpath='{.items[*].metadata.name}')
   [[ -n $job && -n $pod && $pod != *" "* ]] || { kubectl -n "$ns" get jobs,pods; return 1; }
