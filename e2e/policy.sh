@@ -42,11 +42,12 @@ as_reconciler() { kubectl "${AS[@]}" "$@"; }
 # refused PATTERN: the object on stdin, created by the reconciler, is refused with PATTERN.
 refused() { expect_fail "$1" as_reconciler create --dry-run=server -f -; }
 
-# The admission webhook's refusal of a StatefulSet named after no app (admission-webhook.yaml).
-NO_APP_REFUSAL='admission webhook "statefulsets.hello-stateful.example.com" denied the request: no HelloStateful hs-policy-probe in namespace'
+# The admission webhook's refusal of a StatefulSet not controlled by an app of its name
+# (admission-webhook.yaml): the probes' zero uid is no app's.
+NO_APP_REFUSAL='admission webhook "statefulsets.hello-stateful.example.com" denied the request: StatefulSet hs-policy-probe is not controlled by HelloStateful hs-policy-probe of namespace'
 
 # admitted: the object on stdin, created by the reconciler, is admitted by every policy. The
-# probes' StatefulSets name an app that does not exist, which the webhook then refuses: the
+# probes' StatefulSets name no app's uid, which the webhook then refuses: the
 # API server calls webhooks only after every policy admitted the object, so that refusal,
 # and no other, counts as admitted here (the webhook is probed on its own below).
 admitted() {
@@ -343,8 +344,9 @@ test_an_apps_statefulset_runs_only_its_apps_image() {
   expect_fail "runs only its app's spec.image ($image); extra runs $other" \
     sts_patch "[{\"op\": \"add\", \"path\": \"/spec/template/spec/initContainers\", \"value\": [{\"name\": \"extra\", \"image\": \"$other\", \"securityContext\": {\"allowPrivilegeEscalation\": false}}]}]" ||
     return 1
-  # Named after the app, but controlled by another uid (a policy can check only the name).
-  expect_fail "is not controlled by HelloStateful probe (uid $uid) but by 00000000-0000-0000-0000-000000000000" \
+  # Named after the app, but controlled by another uid (a policy can check only the name):
+  # refused as one named after no app is, naming nothing of the app.
+  expect_fail "is not controlled by HelloStateful probe of namespace $APP_NS (its controller is 00000000-0000-0000-0000-000000000000)" \
     sts_patch '[{"op": "replace", "path": "/metadata/ownerReferences/0/uid", "value": "00000000-0000-0000-0000-000000000000"}]' ||
     return 1
   # Named after no app.

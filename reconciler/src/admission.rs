@@ -51,21 +51,20 @@ pub fn verdict(
     }
     let name = statefulset.name_any();
     let namespace = statefulset.namespace().unwrap_or_default();
-    let Some(app) = app else {
+    // No app, or another uid: one answer, naming nothing of the app. Anyone in the cluster
+    // can reach this endpoint with a review of their own making, so an answer must not
+    // tell whether another namespace holds an app, nor its uid or image, to one who does
+    // not know the app's uid already.
+    let controller = kept::controller_uid(&statefulset.metadata);
+    let Some(app) = app.filter(|app| controller.is_some() && app.uid().as_deref() == controller)
+    else {
         return Err(format!(
-            "no HelloStateful {name} in namespace {namespace}: a StatefulSet of the reconciler's \
-             is its app's and runs the app's spec.image"
+            "StatefulSet {name} is not controlled by HelloStateful {name} of namespace \
+             {namespace} (its controller is {}): a StatefulSet of the reconciler's is its \
+             app's, by uid",
+            controller.unwrap_or("none")
         ));
     };
-    let controller = kept::controller_uid(&statefulset.metadata);
-    let uid = app.uid().unwrap_or_default();
-    if controller != Some(uid.as_str()) {
-        return Err(format!(
-            "StatefulSet {name} is not controlled by HelloStateful {name} (uid {uid}) but by {}: \
-             a StatefulSet of the reconciler's is controlled by its app",
-            controller.unwrap_or("nothing")
-        ));
-    }
     let image = app.spec.image();
     let pod = statefulset
         .spec
@@ -263,11 +262,19 @@ mod tests {
         let why = verdict(&earlier, None, Some(&app)).expect_err("another app");
         assert!(why.contains("uid-earlier"), "{why}");
 
+        // No app answers as another uid does: nothing tells whether the app exists.
         let why = verdict(&own, None, None).expect_err("no app");
         assert!(
-            why.starts_with("no HelloStateful hello in namespace ns1"),
+            why.starts_with("StatefulSet hello is not controlled by HelloStateful hello of namespace ns1 (its controller is uid-1)"),
             "{why}"
         );
+        let other_uid = verdict(&earlier, None, Some(&app)).expect_err("another app");
+        assert_eq!(
+            why.replace("uid-1", "uid-earlier"),
+            other_uid,
+            "the same answer"
+        );
+        assert!(!other_uid.contains("busybox"), "{other_uid}");
     }
 
     #[test]
