@@ -73,6 +73,32 @@ test_the_image_tarball_is_what_crane_pushes() {
     { echo "$config"; return 1; }
 }
 
+# The Dockerfile (for those who build with Docker) makes the image e2e/build-image makes: the
+# same files, user, entrypoint and arguments.
+test_the_dockerfile_packs_what_the_image_tarball_holds() {
+  [[ -f $IMAGE_TAR ]] || { echo "no image at $IMAGE_TAR: run e2e/build-image first"; return 1; }
+  python3 - "$ROOT/Dockerfile" "$IMAGE_TAR" <<'PY'
+import io, json, sys, tarfile
+dockerfile, image = sys.argv[1], tarfile.open(sys.argv[2])
+lines = open(dockerfile).read().replace("\\\n", " ").splitlines()
+final = [l.split(None, 1) for l in lines[max(i for i, l in enumerate(lines) if l.startswith("FROM ")):]
+         if l.strip() and not l.startswith("#")]
+built = {"files": sorted(args.split()[-1] for op, args in final if op == "COPY"),
+         "user": next(args for op, args in final if op == "USER").strip(),
+         "entrypoint": json.loads(next(args for op, args in final if op == "ENTRYPOINT")),
+         "cmd": json.loads(next(args for op, args in final if op == "CMD"))}
+manifest = json.load(image.extractfile("manifest.json"))[0]
+config = json.load(image.extractfile(manifest["Config"]))["config"]
+files = []
+for layer in manifest["Layers"]:
+    with tarfile.open(fileobj=io.BytesIO(image.extractfile(layer).read())) as contents:
+        files += ["/" + m.name.lstrip("./") for m in contents.getmembers() if m.isfile()]
+packed = {"files": sorted(files), "user": config["User"], "entrypoint": config["Entrypoint"],
+          "cmd": config["Cmd"]}
+assert built == packed, f"Dockerfile: {built}\nimage tarball: {packed}"
+PY
+}
+
 test_pin_image_points_the_install_at_one_digest() {
   local ref="ghcr.io/hellostateful/hellostateful-reconciler@$DIGEST"
   cp -r "$ROOT/manifests" "$WORK/manifests"
@@ -102,5 +128,6 @@ PY
 run_test tools test_tools
 run_test workflows_pass_actionlint_and_shellcheck test_workflows_pass_actionlint_and_shellcheck
 run_test the_image_tarball_is_what_crane_pushes test_the_image_tarball_is_what_crane_pushes
+run_test the_dockerfile_packs_what_the_image_tarball_holds test_the_dockerfile_packs_what_the_image_tarball_holds
 run_test pin_image_points_the_install_at_one_digest test_pin_image_points_the_install_at_one_digest
 summary
