@@ -111,11 +111,12 @@ test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts() {
   # reported in status by the reconciler; never a child the API server refuses.
   local row
   for row in seed a2345678901234567890123456789012345678901234z macro-and-digest dynamic from-another \
-    restricted placed none-running mount-with-colon claim-not-a-name; do
+    restricted placed none-running mount-with-colon claim-not-a-name serves-ports; do
     grep -q "^$row: accepted with its [0-9]* children$" <<<"$out" || { echo "$row was not accepted whole"; return 1; }
   done
   for row in class-not-a-name selector-not-a-label toleration-exists-with-value toleration-bad-effect \
-    toleration-value-too-long command-too-long negative-user zero-size six-fields; do
+    toleration-value-too-long command-too-long negative-user zero-size six-fields probe-with-host \
+    probe-tcp-host host-port port-twice resource-claims; do
     grep -q "^$row: refused by the CRD: " <<<"$out" || { echo "the CRD did not refuse $row"; return 1; }
   done
   for row in minute-61 root-not-allowed selector-key-not-a-label; do
@@ -178,6 +179,51 @@ test_invalid_specs_are_refused_with_clear_messages() {
   [[ $(reconciler_restarts) == 0 ]]
 }
 
+# A real service: the app's container takes the args, environment, ports, probes and
+# resources of its spec (core/v1 types), and its Service exposes the ports.
+test_an_app_serves_its_port_with_its_environment_probes_and_resources() {
+  local app=web page writes reconciles
+  kubectl -n "$NS" create configmap web-settings --from-literal=SUFFIX=from-a-configmap >/dev/null
+  app_yaml "$app" '{"replicas": 1,
+    "command": ["sh", "-c"],
+    "args": ["echo \"$GREETING $POD $APP_SUFFIX\" > /usr/share/hello/index.html && exec httpd -f -p 8080 -h /usr/share/hello"],
+    "env": [{"name": "GREETING", "value": "hello"}, {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+    "envFrom": [{"configMapRef": {"name": "web-settings"}, "prefix": "APP_"}],
+    "ports": [{"name": "http", "containerPort": 8080}],
+    "resources": {"requests": {"cpu": "0.05", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+    "readinessProbe": {"httpGet": {"path": "/index.html", "port": "http"}, "periodSeconds": 1},
+    "livenessProbe": {"tcpSocket": {"port": 8080}},
+    "startupProbe": {"exec": {"command": ["test", "-s", "/usr/share/hello/index.html"]}, "periodSeconds": 1}}' |
+    kubectl -n "$NS" apply -f - >/dev/null
+  # Ready only once the readiness probe reaches the server.
+  wait_for "app Ready" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
+  [[ $(kubectl -n "$NS" get service "$app" -o jsonpath='{.spec.ports[0].name}:{.spec.ports[0].port}') == http:8080 ]]
+  page=$(kubectl -n "$NS" exec "$app-0" -- wget -qO- "http://$app-0.$app.$NS.svc:8080/index.html") ||
+    { on_fail "$NS"; return 1; }
+  [[ $page == "hello $app-0 from-a-configmap" ]] || { echo "served: $page"; return 1; }
+  [[ $(kubectl -n "$NS" get pod "$app-0" -o jsonpath='{.spec.containers[0].resources.requests.cpu}') == 50m ]]
+  # cpu 0.05 reads back as 50m, the same amount: no write on the next pass.
+  writes=$(reconciler_metric hellostateful_child_writes)
+  reconciles=$(reconciler_metric hellostateful_reconciles)
+  annotate "$NS" "$app" "hello-stateful.example.com/delete-backups=false"
+  wait_for "a reconcile pass" 30 metric_above hellostateful_reconciles "$reconciles"
+  [[ $(reconciler_metric hellostateful_child_writes) == "$writes" ]] || { echo "children were written"; return 1; }
+  # What only the API server checks of a container (here a quantity) is refused there and
+  # said in status; the app serves on as it was.
+  kubectl -n "$NS" patch hellostateful "$app" --type merge -p '{"spec":{"resources":{"requests":{"cpu":"lots"}}}}' >/dev/null
+  wait_for "ChildRefused in status" 30 bash -c "[[ \$(kubectl -n '$NS' get hellostateful '$app' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}') == ChildRefused ]]" ||
+    { on_fail "$NS"; return 1; }
+  status_contains "$NS" "$app" '{.status.conditions[?(@.type=="Ready")].message}' "quantities must match"
+  [[ $(kubectl -n "$NS" get pod "$app-0" -o jsonpath='{.status.containerStatuses[0].ready}') == true ]]
+  # A probe aimed at another host and a port of the node are refused by the CRD.
+  expect_fail "a probe takes no host" kubectl -n "$NS" patch hellostateful "$app" --type merge \
+    -p '{"spec":{"livenessProbe":{"tcpSocket":{"host":"10.0.0.1","port":10250}}}}'
+  expect_fail "no hostPort or hostIP" kubectl -n "$NS" patch hellostateful "$app" --type merge \
+    -p '{"spec":{"ports":[{"containerPort":8080,"hostPort":8080}]}}'
+  kubectl -n "$NS" delete hellostateful "$app" --wait=true --timeout=60s >/dev/null
+  [[ $(reconciler_restarts) == 0 ]]
+}
+
 run_test seed_manifest_makes_every_child_and_the_app_writes test_seed_manifest_makes_every_child_and_the_app_writes
 run_test an_unchanged_app_causes_no_write test_an_unchanged_app_causes_no_write
 run_test two_replicas_get_two_volumes test_two_replicas_get_two_volumes
@@ -188,4 +234,5 @@ run_test the_api_server_accepts_the_children_of_whatever_the_crd_accepts test_th
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups
 run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages
+run_test an_app_serves_its_port_with_its_environment_probes_and_resources test_an_app_serves_its_port_with_its_environment_probes_and_resources
 summary

@@ -29,6 +29,65 @@ pub fn bytes(quantity: &str) -> Option<u128> {
     Some(digits.checked_mul(factor)? / scale)
 }
 
+/// Whether two Kubernetes quantities of any kind (`500m`, `0.5`, `1Gi`, `1e3`) name the same
+/// amount, as the API server's canonical form of one is compared with what a spec wrote;
+/// a form not read here compares as text.
+pub fn same(a: &str, b: &str) -> bool {
+    match (exact(a), exact(b)) {
+        (Some((a_digits, a_scale)), Some((b_digits, b_scale))) => {
+            // a_digits * 10^a_scale == b_digits * 10^b_scale, without overflow.
+            let (low, low_scale, high, high_scale) = if a_scale <= b_scale {
+                (a_digits, a_scale, b_digits, b_scale)
+            } else {
+                (b_digits, b_scale, a_digits, a_scale)
+            };
+            u32::try_from(high_scale - low_scale)
+                .ok()
+                .and_then(|shift| 10u128.checked_pow(shift))
+                .and_then(|factor| high.checked_mul(factor))
+                .map_or(a == b, |high| high == low)
+        }
+        _ => a == b,
+    }
+}
+
+/// A quantity as digits times a power of ten, binary suffixes multiplied out; None for a
+/// negative or malformed one.
+fn exact(quantity: &str) -> Option<(u128, i64)> {
+    let quantity = quantity.trim().strip_prefix('+').unwrap_or(quantity.trim());
+    let split = quantity
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(split);
+    let (factor, exponent): (u128, i64) = match suffix {
+        "" => (1, 0),
+        "m" => (1, -3),
+        "k" => (1, 3),
+        "M" => (1, 6),
+        "G" => (1, 9),
+        "T" => (1, 12),
+        "P" => (1, 15),
+        "E" => (1, 18),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        _ => {
+            let exponent = suffix.strip_prefix(['e', 'E'])?;
+            (1, exponent.parse().ok()?)
+        }
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
+    let fraction_len = i64::try_from(fraction.len()).ok()?;
+    Some((digits.checked_mul(factor)?, exponent - fraction_len))
+}
+
 /// Reads the settings' `nodeBackupLimit`: a quantity of bytes, or empty for no bound.
 pub fn node_backup_limit(text: &str) -> Result<Option<u64>, String> {
     let text = text.trim();
@@ -53,6 +112,25 @@ mod tests {
         assert_eq!(bytes("2G"), Some(2_000_000_000));
         assert_eq!(bytes("1.5Gi"), bytes("1536Mi"));
         assert_eq!(bytes("1e3"), None);
+    }
+
+    #[test]
+    fn quantities_the_api_server_rewrites_compare_equal() {
+        for (written, canonical) in [
+            ("0.5", "500m"),
+            ("1000m", "1"),
+            ("1.5Gi", "1536Mi"),
+            ("1e3", "1k"),
+            ("129e6", "129M"),
+            ("2048Ki", "2Mi"),
+            ("+1", "1"),
+        ] {
+            assert!(same(written, canonical), "{written} {canonical}");
+        }
+        for (a, b) in [("1", "2"), ("500m", "5"), ("1Gi", "1G"), ("x", "1")] {
+            assert!(!same(a, b), "{a} {b}");
+        }
+        assert!(same("x", "x"), "unread forms compare as text");
     }
 
     #[test]

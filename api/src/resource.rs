@@ -15,6 +15,11 @@ use crate::defaults;
 /// restore are ever made for one.
 pub const MAX_REPLICAS: i32 = 20;
 
+/// A probe reaches its own pod only: with a host, the kubelet would connect from the node
+/// to any address the tenant names (Pod Security baseline refuses it too, from 1.34).
+const PROBE_ON_ITS_POD: &str = "(!has(self.httpGet) || !has(self.httpGet.host) || self.httpGet.host == '') && (!has(self.tcpSocket) || !has(self.tcpSocket.host) || self.tcpSocket.host == '')";
+const PROBE_ON_ITS_POD_MESSAGE: &str = "a probe takes no host: it reaches its own pod only";
+
 /// Desired state of a HelloStateful application: the app, its storage and its backups.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -87,6 +92,56 @@ pub struct HelloStatefulSpec {
     #[schemars(length(min = 2, max = 512))]
     #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')").message("mountPath must be an absolute path without '..'"))]
     pub mount_path: Option<String>,
+
+    /// Arguments of the app container (its image's CMD when no command is set), as in a
+    /// Pod's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(max = 4096)))]
+    #[x_kube(validation = Rule::new("self.map(arg, size(arg)).sum() <= 8192").message("the args are at most 8192 characters in all"))]
+    pub args: Option<Vec<String>>,
+
+    /// Environment variables of the app container, as in a Pod's container: values, or
+    /// references to Secrets and ConfigMaps of the app's namespace and to the pod's fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub env: Option<Vec<k8s_openapi::api::core::v1::EnvVar>>,
+
+    /// Secrets and ConfigMaps of the app's namespace whose keys become environment
+    /// variables of the app container, as in a Pod's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub env_from: Option<Vec<k8s_openapi::api::core::v1::EnvFromSource>>,
+
+    /// Ports the app container listens on, as in a Pod's container (no hostPort or hostIP:
+    /// the app never takes a port of its node). The app's Service exposes each of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.all(p, (!has(p.hostPort) || p.hostPort == 0) && (!has(p.hostIP) || p.hostIP == ''))").message("ports take no hostPort or hostIP: the app never takes a port of its node"))]
+    #[x_kube(validation = Rule::new("self.all(p, self.exists_one(q, q.containerPort == p.containerPort && (has(q.protocol) ? q.protocol : 'TCP') == (has(p.protocol) ? p.protocol : 'TCP')))").message("each containerPort and protocol is listed once"))]
+    #[x_kube(validation = Rule::new("self.all(p, !has(p.name) || self.exists_one(q, has(q.name) && q.name == p.name))").message("port names are unique"))]
+    pub ports: Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
+
+    /// CPU and memory the app container requests and is limited to, as in a Pod's
+    /// container (the namespace's LimitRange and ResourceQuota apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("!has(self.claims) || size(self.claims) == 0").message("resources take no claims: the app's pods have no resource claims"))]
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+
+    /// When an app pod is ready to serve, as in a Pod's container (the probe runs against
+    /// the pod itself: no host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
+    pub readiness_probe: Option<k8s_openapi::api::core::v1::Probe>,
+
+    /// When an app container is restarted, as in a Pod's container (no host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
+    pub liveness_probe: Option<k8s_openapi::api::core::v1::Probe>,
+
+    /// How long an app container may take to start, as in a Pod's container (no host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
+    pub startup_probe: Option<k8s_openapi::api::core::v1::Probe>,
 
     /// The app's volumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -431,6 +431,14 @@ pub struct CreateArgs {
     /// for several); the data node is chosen among matching nodes
     #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
     pub node_selector: Vec<(String, String)>,
+    /// Environment variable of the app's container, as `kubectl run --env` (repeat for
+    /// several; spec.env takes references to Secrets and ConfigMaps too)
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Port the app's container listens on, exposed by its Service, as `kubectl run --port`
+    /// (repeat for several)
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(i32).range(1..=65535))]
+    pub port: Vec<i32>,
     /// How many backups retention keeps (default 10)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=1000))]
     pub keep_last: Option<i32>,
@@ -740,12 +748,21 @@ pub struct UninstallArgs {
 
 /// Parses a node label `KEY=VALUE` (the API server checks the label's syntax).
 fn parse_label(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
-        _ => Err(format!(
-            "{text:?} is not a node label like kubernetes.io/hostname=node-1"
-        )),
-    }
+    key_value(text)
+        .ok_or_else(|| format!("{text:?} is not a node label like kubernetes.io/hostname=node-1"))
+}
+
+/// `KEY=VALUE` with a key, split at the first '=' (the value may hold more).
+fn key_value(text: &str) -> Option<(String, String)> {
+    text.split_once('=')
+        .filter(|(key, _)| !key.is_empty())
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+}
+
+/// Parses `KEY=VALUE` of `--env` (the value may hold '=').
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    key_value(text)
+        .ok_or_else(|| format!("{text:?} is not an environment variable like MODE=primary"))
 }
 
 /// Parses `SECRET/KEY`.

@@ -5,6 +5,7 @@ use hellostateful_api::{
     BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, ObjectStoreTarget, ResolvedTarget,
     RestoreSource, Retention, StorageSpec, names, validate,
 };
+use k8s_openapi::api::core::v1::{ContainerPort, EnvVar};
 use kube::api::PostParams;
 
 use crate::cli::{CreateArgs, DryRun, OutputFormat};
@@ -69,6 +70,31 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
         image: args.image.clone(),
         command: None,
         mount_path: None,
+        args: None,
+        env: (!args.env.is_empty()).then(|| {
+            args.env
+                .iter()
+                .map(|(name, value)| EnvVar {
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                    ..EnvVar::default()
+                })
+                .collect()
+        }),
+        env_from: None,
+        ports: (!args.port.is_empty()).then(|| {
+            args.port
+                .iter()
+                .map(|&container_port| ContainerPort {
+                    container_port,
+                    ..ContainerPort::default()
+                })
+                .collect()
+        }),
+        resources: None,
+        readiness_probe: None,
+        liveness_probe: None,
+        startup_probe: None,
         storage,
         backup,
         security_context: None,
@@ -289,12 +315,20 @@ mod tests {
             "3",
             "--backup-target-pvc",
             "backups",
+            "--env",
+            "MODE=primary",
+            "--env",
+            "URL=http://x/?a=b",
+            "--port",
+            "8080",
         ]);
         let app = build(&a, "prod", None);
         assert_eq!(
             serde_json::to_value(&app.spec).unwrap(),
             serde_json::json!({
                 "replicas": 3, "restoreFromExisting": false, "image": "nginx:1",
+                "env": [{"name": "MODE", "value": "primary"}, {"name": "URL", "value": "http://x/?a=b"}],
+                "ports": [{"containerPort": 8080}],
                 "storage": {"size": "5Gi", "storageClassName": "standard"},
                 "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false}
             })

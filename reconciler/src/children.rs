@@ -96,8 +96,22 @@ fn build<K: DeserializeOwned>(value: Value) -> Result<K, Error> {
     serde_json::from_value(value).map_err(Error::Build)
 }
 
-/// The headless Service that gives the StatefulSet's pods stable names.
+/// The headless Service that gives the StatefulSet's pods stable names and exposes the
+/// app's ports (each under its own name, or `<protocol>-<port>`).
 pub fn service(app: &AppRef) -> Result<Service, Error> {
+    let ports: Vec<Value> = match app.app.spec.ports.as_deref() {
+        Some(ports) if !ports.is_empty() => ports
+            .iter()
+            .map(|port| {
+                let protocol = port.protocol.as_deref().unwrap_or("TCP");
+                let name = port.name.clone().unwrap_or_else(|| {
+                    format!("{}-{}", protocol.to_ascii_lowercase(), port.container_port)
+                });
+                json!({"name": name, "port": port.container_port, "targetPort": port.container_port, "protocol": protocol})
+            })
+            .collect(),
+        _ => vec![json!({"name": "placeholder", "port": 80, "protocol": "TCP"})],
+    };
     build(json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -105,9 +119,20 @@ pub fn service(app: &AppRef) -> Result<Service, Error> {
         "spec": {
             "clusterIP": "None",
             "selector": names::selector(&app.name),
-            "ports": [{"name": "placeholder", "port": 80, "protocol": "TCP"}],
+            "ports": ports,
         },
     }))
+}
+
+/// The spec's environment as the API server stores it: an empty value is no value (a
+/// `value: ""` sent would read back absent, and be drift on every pass).
+fn without_empty_values(env: &[EnvVar]) -> Vec<EnvVar> {
+    env.iter()
+        .map(|var| EnvVar {
+            value: var.value.clone().filter(|value| !value.is_empty()),
+            ..var.clone()
+        })
+        .collect()
 }
 
 /// The static hostPath volume of replica `ordinal`, pinned to `node` and pre-bound to its
@@ -334,6 +359,14 @@ pub fn statefulset(
                         "image": spec.image(),
                         "imagePullPolicy": "IfNotPresent",
                         "command": spec.command(),
+                        "args": spec.args,
+                        "env": spec.env.as_deref().map(without_empty_values),
+                        "envFrom": spec.env_from,
+                        "ports": spec.ports,
+                        "resources": spec.resources,
+                        "readinessProbe": spec.readiness_probe,
+                        "livenessProbe": spec.liveness_probe,
+                        "startupProbe": spec.startup_probe,
                         "volumeMounts": [{"name": names::DATA_VOLUME, "mountPath": spec.mount_path()}],
                         "securityContext": {
                             "allowPrivilegeEscalation": false,
@@ -1046,6 +1079,77 @@ mod tests {
         assert_eq!(owner.uid, "uid-1");
         assert_eq!(owner.controller, Some(true));
         assert_baseline(&pod);
+    }
+
+    #[test]
+    fn the_app_container_takes_the_pod_fields_the_spec_sets_and_its_service_their_ports() {
+        let app = app(json!({
+            "args": ["--port", "8080"],
+            "env": [{"name": "GREETING", "value": "hello"}, {"name": "EMPTY", "value": ""},
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "envFrom": [{"configMapRef": {"name": "settings"}}],
+            "ports": [{"name": "http", "containerPort": 8080}, {"containerPort": 5353, "protocol": "UDP"}],
+            "resources": {"requests": {"cpu": "0.05", "memory": "16Mi"}},
+            "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+            "livenessProbe": {"tcpSocket": {"port": 8080}},
+            "startupProbe": {"exec": {"command": ["true"]}},
+        }));
+        let app = AppRef::new(&app).expect("app");
+        let sts = statefulset(&app, 1, None, None, None).expect("sts");
+        let pod = sts.spec.expect("spec").template.spec.expect("pod");
+        assert_baseline(&pod);
+        let container = &pod.containers[0];
+        assert_eq!(container.image.as_deref(), Some("busybox:1.36"));
+        assert_eq!(
+            container.args.as_deref(),
+            Some(&["--port".to_string(), "8080".to_string()][..])
+        );
+        let env = container.env.as_deref().expect("env");
+        assert_eq!(env[0].value.as_deref(), Some("hello"));
+        assert_eq!(env[1].value, None, "an empty value is sent as none");
+        assert!(env[2].value_from.is_some());
+        assert_eq!(container.env_from.as_deref().map(<[_]>::len), Some(1));
+        assert_eq!(container.ports.as_deref().map(<[_]>::len), Some(2));
+        assert!(container.readiness_probe.is_some());
+        assert!(container.liveness_probe.is_some());
+        assert!(container.startup_probe.is_some());
+        let requests = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref());
+        assert_eq!(requests.map(|r| r["cpu"].0.as_str()), Some("0.05"));
+
+        let service = service(&app).expect("service");
+        let ports: Vec<_> = service
+            .spec
+            .expect("spec")
+            .ports
+            .expect("ports")
+            .into_iter()
+            .map(|p| {
+                (
+                    p.name.unwrap_or_default(),
+                    p.port,
+                    p.protocol.unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                ("http".to_string(), 8080, "TCP".to_string()),
+                ("udp-5353".to_string(), 5353, "UDP".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn an_app_without_ports_keeps_the_services_placeholder_port() {
+        let app = app(json!({}));
+        let service = service(&AppRef::new(&app).expect("app")).expect("service");
+        let ports = service.spec.expect("spec").ports.expect("ports");
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].name.as_deref(), Some("placeholder"));
     }
 
     #[test]

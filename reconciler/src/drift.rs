@@ -2,6 +2,7 @@
 //! reconciler sets has that value in the cluster. Fields the API server or other
 //! controllers add are not the reconciler's business, so they never cause a write.
 
+use hellostateful_api::quantity;
 use serde_json::Value;
 
 /// True when every field of `desired` is present in `observed` with the same value.
@@ -12,6 +13,7 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
     match (desired, observed) {
         (Value::Object(want), Value::Object(have)) => {
             want.iter().all(|(key, value)| match have.get(key) {
+                Some(found) if QUANTITIES.contains(&key.as_str()) => same_quantities(value, found),
                 Some(found) => is_subset(value, found),
                 None => is_empty(value),
             })
@@ -21,6 +23,25 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
         }
         (want, Value::Null) => is_empty(want),
         (want, have) => want == have,
+    }
+}
+
+/// Maps of quantities (a container's resources), which the API server stores in canonical
+/// form: `cpu: 0.5` reads back `500m`.
+const QUANTITIES: [&str; 2] = ["limits", "requests"];
+
+fn same_quantities(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(want), Value::Object(have)) => {
+            want.len() == have.len()
+                && want.iter().all(|(name, amount)| {
+                    match (amount.as_str(), have.get(name).and_then(Value::as_str)) {
+                        (Some(want), Some(have)) => quantity::same(want, have),
+                        _ => is_subset(amount, have.get(name).unwrap_or(&Value::Null)),
+                    }
+                })
+        }
+        _ => is_subset(desired, observed),
     }
 }
 
@@ -55,6 +76,20 @@ mod tests {
         assert!(!is_subset(&desired, &json!({"spec": {}})));
         let containers = json!({"c": [{"image": "a"}, {"image": "b"}]});
         assert!(!is_subset(&containers, &json!({"c": [{"image": "a"}]})));
+    }
+
+    #[test]
+    fn resources_read_back_in_canonical_form_are_not_drift() {
+        let desired = json!({"resources": {"requests": {"cpu": "0.5", "memory": "1.5Gi"}}});
+        let canonical = json!({"resources": {"requests": {"cpu": "500m", "memory": "1536Mi"}}});
+        assert!(is_subset(&desired, &canonical));
+        let changed = json!({"resources": {"requests": {"cpu": "1", "memory": "1536Mi"}}});
+        assert!(!is_subset(&desired, &changed));
+        let more = json!({"resources": {"requests": {"cpu": "500m", "memory": "1536Mi", "ephemeral-storage": "1Gi"}}});
+        assert!(
+            !is_subset(&desired, &more),
+            "a request removed from the spec is drift"
+        );
     }
 
     #[test]
