@@ -16,7 +16,10 @@ test_dry_runs_change_nothing() {
   local yaml
   yaml=$(hs create demo --schedule '*/5 * * * *' --replicas 1 --dry-run=client -o yaml)
   python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); assert d["kind"] == "HelloStateful" and d["spec"]["backupSchedule"] == "*/5 * * * *", d' <<<"$yaml"
-  hs create demo --schedule '*/5 * * * *' --dry-run=server -o json | jq -e '.metadata.name == "demo"' >/dev/null
+  # The API server's answer: the CRD defaults a port's protocol, as for a Pod.
+  hs create demo --schedule '*/5 * * * *' --env MODE=primary --port 8080 --dry-run=server -o json |
+    jq -e '.metadata.name == "demo" and .spec.env == [{"name": "MODE", "value": "primary"}] and
+      .spec.ports == [{"containerPort": 8080, "protocol": "TCP"}]' >/dev/null
   if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "a dry run created the app"; return 1; fi
   "$HS_PLUGIN" install --dry-run -o yaml | python3 -c 'import sys, yaml; kinds = {d["kind"] for d in yaml.safe_load_all(sys.stdin) if d}; assert {"CustomResourceDefinition", "Deployment", "ClusterRole"} <= kinds, kinds'
 }
@@ -397,11 +400,22 @@ test_install_waits_names_an_image_the_nodes_cannot_pull_and_keeps_the_admins_set
   "$HS_PLUGIN" install --image "$good" >/dev/null
   ((ok)) || { echo "unexpected output: $out"; return 1; }
   [[ $(kubectl -n "$RECONCILER_NS" get deploy hellostateful-reconciler -o jsonpath='{.status.availableReplicas}') == 1 ]]
-  local kept
+  local kept before
   kept=$(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.moverStartSeconds}')
   kubectl -n "$RECONCILER_NS" patch configmap hellostateful-settings --type merge -p "{\"data\": {\"moverStartSeconds\": \"${start:-60}\"}}" >/dev/null
-  "$HS_PLUGIN" install --wait=false >/dev/null
   [[ $kept == 75 ]] || { echo "moverStartSeconds after two installs: $kept"; return 1; }
+  # The same image again, named by a tag: it may be a rebuilt one, so the pods are replaced.
+  before=$(live_pods reconciler)
+  out=$("$HS_PLUGIN" install 2>&1) || { echo "$out"; return 1; }
+  [[ $out == *"deployment.apps/hellostateful-reconciler restarted: its image $good is named by a tag"* ]] ||
+    { echo "no restart said: $out"; return 1; }
+  [[ -n $(live_pods reconciler) && $(live_pods reconciler) != "$before" ]] || { echo "the reconciler's pod was not replaced"; return 1; }
+}
+
+# live_pods COMPONENT: the uids of the component's pods that are not being deleted.
+live_pods() {
+  kubectl -n "$RECONCILER_NS" get pods -l "app.kubernetes.io/name=hellostateful,app.kubernetes.io/component=$1" -o json |
+    jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.uid] | sort | join(" ")'
 }
 
 run_test dry_runs_change_nothing test_dry_runs_change_nothing

@@ -17,7 +17,8 @@ pub const MAX_REPLICAS: i32 = 20;
 
 /// A probe reaches its own pod only: with a host, the kubelet would connect from the node
 /// to any address the tenant names (Pod Security baseline refuses it too, from 1.34).
-const PROBE_ON_ITS_POD: &str = "(!has(self.httpGet) || !has(self.httpGet.host) || self.httpGet.host == '') && (!has(self.tcpSocket) || !has(self.tcpSocket.host) || self.tcpSocket.host == '')";
+/// (`size` rather than a comparison: its cost does not grow with the unbounded string.)
+const PROBE_ON_ITS_POD: &str = "(!has(self.httpGet) || !has(self.httpGet.host) || size(self.httpGet.host) == 0) && (!has(self.tcpSocket) || !has(self.tcpSocket.host) || size(self.tcpSocket.host) == 0)";
 const PROBE_ON_ITS_POD_MESSAGE: &str = "a probe takes no host: it reaches its own pod only";
 
 /// Desired state of a HelloStateful application: the app, its storage and its backups.
@@ -115,10 +116,7 @@ pub struct HelloStatefulSpec {
     /// Ports the app container listens on, as in a Pod's container (no hostPort or hostIP:
     /// the app never takes a port of its node). The app's Service exposes each of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 16))]
-    #[x_kube(validation = Rule::new("self.all(p, (!has(p.hostPort) || p.hostPort == 0) && (!has(p.hostIP) || p.hostIP == ''))").message("ports take no hostPort or hostIP: the app never takes a port of its node"))]
-    #[x_kube(validation = Rule::new("self.all(p, self.exists_one(q, q.containerPort == p.containerPort && (has(q.protocol) ? q.protocol : 'TCP') == (has(p.protocol) ? p.protocol : 'TCP')))").message("each containerPort and protocol is listed once"))]
-    #[x_kube(validation = Rule::new("self.all(p, !has(p.name) || self.exists_one(q, has(q.name) && q.name == p.name))").message("port names are unique"))]
+    #[schemars(schema_with = "ports_schema")]
     pub ports: Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
 
     /// CPU and memory the app container requests and is limited to, as in a Pod's
@@ -227,6 +225,29 @@ fn node_selector_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
                 "message": "nodeSelector values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
             }],
         },
+    })
+}
+
+/// At most 16 of a Pod's container ports, each containerPort and protocol once (a list map
+/// keyed as a Pod's is: the API server checks it without a CEL rule's cost), and never a
+/// port of the node. Names are unique too, which the API server checks on the StatefulSet.
+fn ports_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut port = generator
+        .subschema_for::<k8s_openapi::api::core::v1::ContainerPort>()
+        .to_value();
+    // A list map's keys must be required or defaulted: TCP, as for a Pod.
+    port["properties"]["protocol"]["default"] = "TCP".into();
+    schemars::json_schema!({
+        "type": "array",
+        "nullable": true,
+        "maxItems": 16,
+        "items": port,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+        "x-kubernetes-validations": [{
+            "rule": "self.all(p, (!has(p.hostPort) || p.hostPort == 0) && (!has(p.hostIP) || size(p.hostIP) == 0))",
+            "message": "ports take no hostPort or hostIP: the app never takes a port of its node",
+        }],
     })
 }
 

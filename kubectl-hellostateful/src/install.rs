@@ -462,6 +462,11 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
     }
     let mut params = PatchParams::apply(FIELD_MANAGER).force();
     params.dry_run = args.dry_run == DryRun::Server;
+    let running_images = if params.dry_run {
+        Vec::new()
+    } else {
+        deployment_images(&kube.client).await
+    };
     let suffix = if params.dry_run {
         " (server dry run)"
     } else {
@@ -490,6 +495,9 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         if doc["kind"] == "CustomResourceDefinition" && !params.dry_run {
             wait_established(&kube.client, name, args.timeout).await?;
         }
+    }
+    if !params.dry_run {
+        restart_tagged(&kube.client, &docs, &running_images).await?;
     }
     if args.wait && !params.dry_run {
         for deployment in DEPLOYMENTS {
@@ -526,6 +534,72 @@ async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Res
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The image each of our Deployments runs now (None: no such Deployment yet).
+async fn deployment_images(client: &Client) -> Vec<(String, Option<String>)> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let mut images = Vec::new();
+    for (name, _, _) in DEPLOYMENTS {
+        let image = api
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|deployment| {
+                deployment
+                    .spec?
+                    .template
+                    .spec?
+                    .containers
+                    .into_iter()
+                    .next()?
+                    .image
+            });
+        images.push((name.to_string(), image));
+    }
+    images
+}
+
+/// Whether a Deployment must be restarted for its pods to run `image`: when it ran that
+/// same image before, named by a tag. A tag may now name a rebuilt image (loaded into the
+/// nodes under the same name), which the unchanged spec would never roll out; a changed
+/// image rolls out by itself, and a digest always names the same image.
+fn needs_restart(running: Option<&str>, applied: &str) -> bool {
+    running == Some(applied) && !applied.contains('@')
+}
+
+/// Restarts (as `kubectl rollout restart` does) each Deployment whose unchanged image is
+/// named by a tag, saying so.
+async fn restart_tagged(
+    client: &Client,
+    docs: &[Value],
+    running: &[(String, Option<String>)],
+) -> Result<(), CliError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    for doc in docs.iter().filter(|doc| doc["kind"] == "Deployment") {
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let applied = doc["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default();
+        let before = running
+            .iter()
+            .find(|(deployment, _)| deployment == name)
+            .and_then(|(_, image)| image.as_deref());
+        if !needs_restart(before, applied) {
+            continue;
+        }
+        let restart = serde_json::json!({"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": chrono::Utc::now().to_rfc3339(),
+        }}}}});
+        api.patch(name, &PatchParams::default(), &Patch::Strategic(&restart))
+            .await
+            .map_err(|e| explain(e, &Action::new("restart", format!("deployment {name}"))))?;
+        println!(
+            "deployment.apps/{name} restarted: its image {applied} is named by a tag, which may name a rebuilt image (pin a digest, image@sha256:..., to roll out only changes)"
+        );
+    }
+    Ok(())
 }
 
 /// The Deployments `install --wait` waits for: name, the component their pods are
@@ -738,6 +812,28 @@ async fn delete_one(client: &Client, doc: &Value) -> Result<String, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_unchanged_image_named_by_a_tag_needs_a_restart() {
+        let tag = "hellostateful-reconciler:0.1.0";
+        let digest = "ghcr.io/hellostateful/hellostateful-reconciler@sha256:0123";
+        assert!(
+            needs_restart(Some(tag), tag),
+            "a rebuilt image under the same tag"
+        );
+        assert!(
+            !needs_restart(Some("other:1"), tag),
+            "a changed image rolls out by itself"
+        );
+        assert!(
+            !needs_restart(None, tag),
+            "a first install starts fresh pods"
+        );
+        assert!(
+            !needs_restart(Some(digest), digest),
+            "a digest names one image"
+        );
+    }
     use serde_json::json;
 
     fn deployment(generation: i64, status: Value) -> Deployment {
