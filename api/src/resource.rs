@@ -119,27 +119,29 @@ pub struct HelloStatefulSpec {
     #[schemars(schema_with = "ports_schema")]
     pub ports: Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
 
+    // Boxed, like the probes below: the reconciler holds every app in memory, and most set
+    // none of them.
     /// CPU and memory the app container requests and is limited to, as in a Pod's
     /// container (the namespace's LimitRange and ResourceQuota apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("!has(self.claims) || size(self.claims) == 0").message("resources take no claims: the app's pods have no resource claims"))]
-    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+    pub resources: Option<Box<k8s_openapi::api::core::v1::ResourceRequirements>>,
 
     /// When an app pod is ready to serve, as in a Pod's container (the probe runs against
     /// the pod itself: no host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
-    pub readiness_probe: Option<k8s_openapi::api::core::v1::Probe>,
+    pub readiness_probe: Option<Box<k8s_openapi::api::core::v1::Probe>>,
 
     /// When an app container is restarted, as in a Pod's container (no host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
-    pub liveness_probe: Option<k8s_openapi::api::core::v1::Probe>,
+    pub liveness_probe: Option<Box<k8s_openapi::api::core::v1::Probe>>,
 
     /// How long an app container may take to start, as in a Pod's container (no host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(PROBE_ON_ITS_POD).message(PROBE_ON_ITS_POD_MESSAGE))]
-    pub startup_probe: Option<k8s_openapi::api::core::v1::Probe>,
+    pub startup_probe: Option<Box<k8s_openapi::api::core::v1::Probe>>,
 
     /// The app's volumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
