@@ -7,7 +7,7 @@ use hellostateful_api::{
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ContainerPort, Event, PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
@@ -229,6 +229,26 @@ pub fn render(view: &View, now: DateTime<Utc>, style: Style) -> String {
     .concat()
 }
 
+/// The app's ports as `kubectl describe pod` shows them: `8080/TCP (http), 9187/TCP`.
+fn ports_text(ports: &[ContainerPort]) -> String {
+    ports
+        .iter()
+        .map(|port| {
+            let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            match &port.name {
+                Some(name) => format!(
+                    "{}/{} ({})",
+                    port.container_port,
+                    printable(protocol),
+                    printable(name)
+                ),
+                None => format!("{}/{}", port.container_port, printable(protocol)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Name, replicas, image, storage, schedule, backup target, restore settings.
 fn summary(
     view: &View,
@@ -259,6 +279,9 @@ fn summary(
     );
     field("Image", printable(app.spec.image()).into_owned());
     field("Mount path", printable(app.spec.mount_path()).into_owned());
+    if let Some(ports) = app.spec.ports.as_deref().filter(|ports| !ports.is_empty()) {
+        field("Ports", ports_text(ports));
+    }
     field(
         "Storage",
         match app.spec.storage_class() {
@@ -881,6 +904,44 @@ mod tests {
             rest = &code[end..];
         }
         assert!(text.contains("request\\u{1b}]0;x"), "{text}");
+    }
+
+    #[test]
+    fn ports_show_as_kubectl_describe_shows_a_pods() {
+        let mut hello = app("default", "hello", 1, 1);
+        let port = |container_port, name: Option<&str>, protocol: Option<&str>| ContainerPort {
+            container_port,
+            name: name.map(String::from),
+            protocol: protocol.map(String::from),
+            ..Default::default()
+        };
+        hello.spec.ports = Some(vec![
+            port(8080, Some("http"), Some("TCP")),
+            port(5353, None, Some("UDP")),
+            port(9187, None, None),
+        ]);
+        let view = View {
+            namespace: "default".into(),
+            app: Some(hello.clone()),
+            statefulset: None,
+            pods: vec![],
+            claims: vec![],
+            cronjob: None,
+            jobs: vec![],
+            events: vec![],
+            problems: vec![],
+        };
+        let text = summary(
+            &view,
+            &hello,
+            &HelloStatefulStatus::default(),
+            now(),
+            Style::PLAIN,
+        );
+        assert!(
+            text.contains("\nPorts:             8080/TCP (http), 5353/UDP, 9187/TCP\n"),
+            "{text}"
+        );
     }
 
     #[test]
