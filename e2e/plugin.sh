@@ -61,6 +61,24 @@ test_backup_waits_for_its_id_and_backups_lists_it() {
   hs backups demo | grep -q "^$id "
 }
 
+# A file whose size, times, owner and inode are unchanged is linked from the previous
+# backup; `backup --full` reads it again (a file written through mmap can change unseen).
+test_a_full_backup_reads_every_file_again() {
+  local dir plain full
+  dir=$(data_dir "$NS" demo 0)
+  head -c 1048576 /dev/urandom >"$dir/static.bin"
+  hs backup demo --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  hs backup demo --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  plain=$(jp "$NS" demo '{.status.backupRequest.backupId}')
+  hs backups describe demo "$plain" -o json | jq -e '.linkedFiles >= 1 and .newBytes < 1048576' >/dev/null ||
+    { hs backups describe demo "$plain" -o json; return 1; }
+  hs backup demo --full --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  full=$(jp "$NS" demo '{.status.backupRequest.backupId}')
+  [[ $full != "$plain" ]]
+  hs backups describe demo "$full" -o json | jq -e '.linkedFiles == 0 and .newBytes == .bytes and .bytes > 1048576' >/dev/null ||
+    { hs backups describe demo "$full" -o json; return 1; }
+}
+
 test_report_archives_the_app_its_children_events_and_logs() {
   local dir out file
   dir=$(mktemp -d)
@@ -422,6 +440,7 @@ run_test dry_runs_change_nothing test_dry_runs_change_nothing
 run_test create_list_get_in_every_format test_create_list_get_in_every_format
 run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
 run_test backup_waits_for_its_id_and_backups_lists_it test_backup_waits_for_its_id_and_backups_lists_it
+run_test a_full_backup_reads_every_file_again test_a_full_backup_reads_every_file_again
 run_test report_archives_the_app_its_children_events_and_logs test_report_archives_the_app_its_children_events_and_logs
 run_test restore_refuses_without_a_terminal_or_yes test_restore_refuses_without_a_terminal_or_yes
 run_test restore_with_yes_waits_until_done test_restore_with_yes_waits_until_done

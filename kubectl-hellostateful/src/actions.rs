@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use hellostateful_api::names::{BACKUP_REQUESTED, RESTORE_FROM, RESTORE_REQUESTED};
+use hellostateful_api::names::{BACKUP_REQUESTED, BACKUP_REREAD, RESTORE_FROM, RESTORE_REQUESTED};
 use hellostateful_api::{HelloStateful, RequestPhase, RequestStatus, ResolvedTarget, validate};
 use indicatif::{ProgressBar, ProgressStyle};
 use kube::api::{Patch, PatchParams};
@@ -23,9 +23,14 @@ pub fn new_token(now: DateTime<Utc>) -> String {
     now.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// The merge patch asking for one backup.
-pub fn backup_patch(token: &str) -> Value {
-    json!({"metadata": {"annotations": {BACKUP_REQUESTED: token}}})
+/// The merge patch asking for one backup; with `full`, one that reads every file again,
+/// named by its token in the same write.
+pub fn backup_patch(token: &str, full: bool) -> Value {
+    let mut patch = json!({"metadata": {"annotations": {BACKUP_REQUESTED: token}}});
+    if full {
+        patch["metadata"]["annotations"][BACKUP_REREAD] = json!(token);
+    }
+    patch
 }
 
 /// The merge patch asking for one restore: both annotations in one write.
@@ -74,7 +79,7 @@ pub async fn backup(ctx: &Ctx, args: &BackupArgs) -> Result<String, CliError> {
         eprintln!("{} {warning}", ctx.style.warn("Warning:"));
     }
     let token = new_token(Utc::now());
-    send(&kube, &args.name, &backup_patch(&token)).await?;
+    send(&kube, &args.name, &backup_patch(&token, args.full)).await?;
     ctx.debug(1, format!("asked for a backup with token {token}"));
     if !waiting {
         return requested(ctx, Kind::Backup, &kube.namespace, &args.name, &token, None);
@@ -415,8 +420,12 @@ mod tests {
     #[test]
     fn backup_patch_is_exact() {
         assert_eq!(
-            serde_json::to_string(&backup_patch("2026-11-29T15:01:02.123456Z")).unwrap(),
+            serde_json::to_string(&backup_patch("2026-11-29T15:01:02.123456Z", false)).unwrap(),
             r#"{"metadata":{"annotations":{"hello-stateful.example.com/backup-requested":"2026-11-29T15:01:02.123456Z"}}}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&backup_patch("2026-11-29T15:01:02.123456Z", true)).unwrap(),
+            r#"{"metadata":{"annotations":{"hello-stateful.example.com/backup-requested":"2026-11-29T15:01:02.123456Z","hello-stateful.example.com/backup-reread":"2026-11-29T15:01:02.123456Z"}}}"#
         );
     }
 

@@ -611,6 +611,12 @@ pub struct WaitArgs {
 pub struct BackupArgs {
     /// Name of the app
     pub name: String,
+    /// Read every file again instead of linking or reusing those whose size, times, owner
+    /// and inode are unchanged since the previous backup: a file written through mmap (some
+    /// databases) can change without its times moving, and its stale copy would be kept on;
+    /// run it now and then for such apps (as restic's --force)
+    #[arg(long)]
+    pub full: bool,
     #[command(flatten)]
     pub wait: WaitArgs,
 }

@@ -64,6 +64,21 @@ pub struct BackupOptions {
     /// At most this many bytes in the app's backup directory once the new snapshot is in
     /// it (node directories; the admin's bound on a tenant's use of a node's disk).
     pub max_bytes: Option<u64>,
+    /// Read every file again, trusting no unchanged-file check: a file written through
+    /// `mmap` can change without its times moving, and its stale copy would otherwise be
+    /// linked on and on.
+    pub reread: bool,
+}
+
+impl BackupOptions {
+    /// When the previous snapshot started, for the unchanged-file check; None when this
+    /// backup reads everything again (or there is none).
+    pub(crate) fn quick_check_since(
+        &self,
+        previous: Option<DateTime<Utc>>,
+    ) -> Option<DateTime<Utc>> {
+        previous.filter(|_| !self.reread)
+    }
 }
 
 /// The result of a successful backup (printed as one JSON line).
@@ -164,7 +179,10 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
     let tmp_name = format!("{}{id}", catalog::TMP_PREFIX);
     app_dir.make_dir(&tmp_name)?;
     let written = app_dir.open_dir(&tmp_name).and_then(|tmp| {
-        let (replicas, totals) = write_snapshot(&tmp, &volumes, previous.as_ref(), budget)?;
+        let previous_start =
+            options.quick_check_since(previous.as_ref().map(|p| p.manifest.start_time));
+        let (replicas, totals) =
+            write_snapshot(&tmp, &volumes, previous.as_ref(), previous_start, budget)?;
         Ok((tmp, replicas, totals))
     });
     let (tmp, replicas, totals) = match written {
@@ -349,9 +367,9 @@ fn write_snapshot(
     tmp: &Dir,
     volumes: &[(u32, Dir)],
     previous: Option<&Snapshot>,
+    previous_start: Option<DateTime<Utc>>,
     budget: Option<Budget>,
 ) -> Result<(Vec<Replica>, Totals)> {
-    let previous_start = previous.map(|p| p.manifest.start_time);
     let mut totals = Totals {
         budget,
         ..Totals::default()
@@ -911,6 +929,20 @@ mod tests {
     }
 
     #[test]
+    fn a_reread_trusts_no_previous_snapshot() {
+        let options = |reread| BackupOptions {
+            source: PathBuf::from("/data"),
+            keep_last: None,
+            lock_wait: std::time::Duration::ZERO,
+            max_bytes: None,
+            reread,
+        };
+        assert_eq!(options(false).quick_check_since(Some(at(5))), Some(at(5)));
+        assert_eq!(options(true).quick_check_since(Some(at(5))), None);
+        assert_eq!(options(false).quick_check_since(None), None);
+    }
+
+    #[test]
     fn quick_check_trusts_only_identical_settled_files() {
         let path = Path::new("f");
         let now = inode(10, 100, 200);
@@ -970,6 +1002,7 @@ mod tests {
             keep_last: None,
             lock_wait: std::time::Duration::ZERO,
             max_bytes: None,
+            reread: false,
         };
         let report = backup(&app, &options).expect("backup");
         assert_eq!(report.files, 1, "{report:?}");

@@ -239,6 +239,11 @@ pub struct BackupArgs {
     /// SET` makes (object stores only); retention waits for the seal
     #[arg(long, value_name = "SET", conflicts_with = "keep_last")]
     pub part_of: Option<String>,
+    /// Read every file again rather than link or reuse those whose size, times, owner and
+    /// inode are unchanged since the previous snapshot (a file written through mmap can
+    /// change without its times moving; as restic's --force)
+    #[arg(long)]
+    pub reread: bool,
 }
 
 /// Arguments of `seal`.
@@ -497,6 +502,7 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
                 keep_last: a.keep_last,
                 lock_wait: Duration::from_secs(a.lock_timeout),
                 max_bytes: a.max_bytes,
+                reread: a.reread,
             };
             let set = a
                 .part_of

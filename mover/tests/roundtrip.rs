@@ -185,6 +185,32 @@ fn second_backup_links_unchanged_files_and_copies_changed_ones() {
     assert_eq!(contents(&dest.join("0")), contents(&expected.join("0")));
 }
 
+/// `--reread` trusts no unchanged-file check: every file is read and copied again (a file
+/// written through mmap can change without its times moving), and the next backup links to
+/// those fresh copies.
+#[test]
+fn a_reread_copies_even_unchanged_files_and_the_next_backup_links_to_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    settle(&source);
+    let app = app(&tmp.path().join("backup"));
+    let first = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("first");
+    let reread_opts = hellostateful_mover::BackupOptions {
+        reread: true,
+        ..backup_opts(&source)
+    };
+    let reread = hellostateful_mover::backup(&app, &reread_opts).expect("reread");
+    assert_eq!(reread.linked_files, 0, "{reread:?}");
+    assert_eq!(reread.new_bytes, reread.bytes, "{reread:?}");
+    let dir = app.dir();
+    let ino = |id: &str, rel: &str| fs::metadata(dir.join(id).join(rel)).expect("stat").ino();
+    assert_ne!(ino(&first.id, "0/big.bin"), ino(&reread.id, "0/big.bin"));
+    let next = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("next");
+    assert_eq!(next.linked_files, next.files, "{next:?}");
+    assert_eq!(ino(&reread.id, "0/big.bin"), ino(&next.id, "0/big.bin"));
+    assert_eq!(all_snapshots_verify(&app), 3);
+}
+
 /// More entries than the mover handles in one batch (4,096): files are copied, linked
 /// and restored a batch at a time, the previous snapshot's entries are read alongside the
 /// walk, and hard links whose first path lies in an earlier batch stay links.

@@ -64,8 +64,7 @@ pub fn plan(
     record: &mut Record,
 ) -> Result<Decision<Plan>, Error> {
     let schedule = schedule(app, location, settings, observed)?;
-    let task = children::backup_task(app, location);
-    let requests = on_demand(app, task, observed, reads, record)
+    let requests = on_demand(app, location, observed, reads, record)
         .and_then(|start| newest_finished(observed.jobs, reads, record).map(|()| start));
     Ok(decided(requests.map(|start| Plan { schedule, start })))
 }
@@ -100,7 +99,7 @@ fn schedule(
 /// Job to start, if any.
 fn on_demand(
     app: &AppRef,
-    task: MoverTask,
+    location: &BackupLocation,
     observed: &Observed,
     reads: &Reads,
     record: &mut Record,
@@ -108,6 +107,14 @@ fn on_demand(
     let Some(token) = record.backup_token(app.app) else {
         return Ok(None);
     };
+    // `backup --full` names its own request, so a later plain request reads as usual.
+    let reread = app
+        .app
+        .annotations()
+        .get(names::BACKUP_REREAD)
+        .map(String::as_str)
+        == Some(token);
+    let task = children::backup_task(app, location, reread);
     let job_name = names::backup_job(&app.name, &app.uid, token);
     // Made by an earlier pass: status says its Job copies.
     let made = record.status.backup_request.as_ref().is_some_and(|ack| {
@@ -120,7 +127,7 @@ fn on_demand(
         RequestPhase::Running,
         Some(&job_name),
         match task {
-            MoverTask::Seal { replicas } => format!(
+            MoverTask::Seal { replicas, .. } => format!(
                 "Jobs {} to {} copy each replica's data on its node, then Job {job_name} seals them into one backup",
                 names::part(&job_name, 0),
                 names::part(&job_name, replicas - 1),
@@ -368,7 +375,13 @@ mod tests {
         let plan = decide(&app, &[], false, &Reads::default(), &mut record).done();
         assert_eq!(
             plan.start,
-            Some((set.clone(), MoverTask::Seal { replicas: 2 }))
+            Some((
+                set.clone(),
+                MoverTask::Seal {
+                    replicas: 2,
+                    reread: false
+                }
+            ))
         );
         let message = record
             .status
@@ -438,7 +451,10 @@ mod tests {
         let mut record = Record::new(Default::default(), Some(1));
         let plan = decide(&app, &[], false, &Reads::default(), &mut record).done();
         let job_name = names::backup_job("hello", "uid-1", TOKEN);
-        assert_eq!(plan.start, Some((job_name.clone(), MoverTask::Backup)));
+        assert_eq!(
+            plan.start,
+            Some((job_name.clone(), MoverTask::Backup { reread: false }))
+        );
         let request = record.status.backup_request.as_ref().expect("acknowledged");
         assert_eq!(request.phase, RequestPhase::Running);
         assert_eq!(request.job.as_deref(), Some(job_name.as_str()));
@@ -450,6 +466,35 @@ mod tests {
         let plan = decide(&app, &running, false, &Reads::default(), &mut again).done();
         assert_eq!(plan.start, None);
         assert!(again.notes.is_empty());
+    }
+
+    #[test]
+    fn only_the_request_backup_full_names_reads_every_file_again() {
+        let start = |app: &HelloStateful| {
+            let mut record = Record::new(Default::default(), Some(1));
+            decide(app, &[], false, &Reads::default(), &mut record)
+                .done()
+                .start
+                .map(|(_, task)| task)
+        };
+        let full = json!({names::BACKUP_REQUESTED: TOKEN, names::BACKUP_REREAD: TOKEN});
+        assert_eq!(
+            start(&app(json!({}), full.clone())),
+            Some(MoverTask::Backup { reread: true })
+        );
+        assert_eq!(
+            start(&fixtures::spread_app(full)),
+            Some(MoverTask::Seal {
+                replicas: 2,
+                reread: true
+            })
+        );
+        // A later plain request, the earlier full one's token still there: read as usual.
+        let later = json!({names::BACKUP_REQUESTED: "later", names::BACKUP_REREAD: TOKEN});
+        assert_eq!(
+            start(&app(json!({}), later)),
+            Some(MoverTask::Backup { reread: false })
+        );
     }
 
     #[test]

@@ -403,15 +403,21 @@ fn app_pod_security(app: &AppRef) -> Value {
 /// What a mover Job does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MoverTask {
-    /// Snapshot every replica's volume, then apply retention.
-    Backup,
+    /// Snapshot every replica's volume, then apply retention; with `reread`, every file is
+    /// read again (no unchanged-file check).
+    Backup { reread: bool },
     /// Back up replica `ordinal`'s volume alone, as a part of the backup the Job `set`
     /// seals: on its own node, where the volume can be mounted (see [`backup_task`]).
-    BackupPart { set: String, ordinal: i32 },
+    BackupPart {
+        set: String,
+        ordinal: i32,
+        reread: bool,
+    },
     /// Seal the parts of a backup of `replicas` replicas into one snapshot, then apply
     /// retention. The set is the Job's own name (a CronJob names its Jobs); the Job is
-    /// made suspended, and let run once its parts ended.
-    Seal { replicas: i32 },
+    /// made suspended, and let run once its parts ended. With `reread`, its parts read
+    /// every file again.
+    Seal { replicas: i32, reread: bool },
     /// Restore the snapshot `from` (`latest` or an id) of the app `source` (another app of
     /// the namespace, for `spec.restoreFrom`; None: this app). With `if_exists`, a missing
     /// backup is not an error (a newly created app starts fresh).
@@ -489,7 +495,7 @@ impl MoverTask {
 
     fn component(&self) -> Component {
         match self {
-            MoverTask::Backup | MoverTask::BackupPart { .. } | MoverTask::Seal { .. } => {
+            MoverTask::Backup { .. } | MoverTask::BackupPart { .. } | MoverTask::Seal { .. } => {
                 Component::Backup
             }
             MoverTask::Restore { .. }
@@ -503,7 +509,7 @@ impl MoverTask {
     /// Whether the Job mounts the app's volumes, and whether it writes to them.
     fn data_access(&self) -> Option<bool> {
         match self {
-            MoverTask::Backup | MoverTask::BackupPart { .. } => Some(false),
+            MoverTask::Backup { .. } | MoverTask::BackupPart { .. } => Some(false),
             MoverTask::Restore { .. } | MoverTask::RestorePart { .. } | MoverTask::Wipe { .. } => {
                 Some(true)
             }
@@ -528,7 +534,7 @@ impl MoverTask {
             MoverTask::BackupPart { set, .. } | MoverTask::RestorePart { set, .. } => {
                 Some((names::PART_OF_LABEL, set.clone()))
             }
-            MoverTask::Seal { replicas } | MoverTask::RestoreCommit { replicas, .. } => {
+            MoverTask::Seal { replicas, .. } | MoverTask::RestoreCommit { replicas, .. } => {
                 Some((names::PARTS_LABEL, replicas.to_string()))
             }
             _ => None,
@@ -574,7 +580,7 @@ impl MoverTask {
         node_limit: Option<u64>,
     ) -> Vec<String> {
         let mut args: Vec<String> = match self {
-            MoverTask::Backup => {
+            MoverTask::Backup { reread } => {
                 let mut args = vec![
                     "backup".into(),
                     format!("--source={MOVER_DATA_DIR}"),
@@ -583,14 +589,23 @@ impl MoverTask {
                 if let (BackupLocation::NodeRoot(_), Some(limit)) = (location, node_limit) {
                     args.push(format!("--max-bytes={limit}"));
                 }
+                if *reread {
+                    args.push("--reread".into());
+                }
                 args
             }
-            MoverTask::BackupPart { set, .. } => vec![
-                "backup".into(),
-                format!("--source={MOVER_DATA_DIR}"),
-                format!("--part-of={set}"),
-            ],
-            MoverTask::Seal { replicas } => vec![
+            MoverTask::BackupPart { set, reread, .. } => {
+                let mut args = vec![
+                    "backup".into(),
+                    format!("--source={MOVER_DATA_DIR}"),
+                    format!("--part-of={set}"),
+                ];
+                if *reread {
+                    args.push("--reread".into());
+                }
+                args
+            }
+            MoverTask::Seal { replicas, .. } => vec![
                 "seal".into(),
                 format!("--part-of=$({JOB_NAME_ENV})"),
                 format!("--replicas={replicas}"),
@@ -809,10 +824,10 @@ fn in_parts(app: &AppRef, location: &BackupLocation) -> Option<i32> {
 
 /// How the app is backed up: in one Job that mounts every replica's volume, or in parts
 /// (see [`in_parts`]), sealed by one more Job.
-pub fn backup_task(app: &AppRef, location: &BackupLocation) -> MoverTask {
+pub fn backup_task(app: &AppRef, location: &BackupLocation, reread: bool) -> MoverTask {
     match in_parts(app, location) {
-        Some(replicas) => MoverTask::Seal { replicas },
-        None => MoverTask::Backup,
+        Some(replicas) => MoverTask::Seal { replicas, reread },
+        None => MoverTask::Backup { reread },
     }
 }
 
@@ -860,6 +875,10 @@ pub fn mover_job(
     if let Some((label, value)) = task.parts() {
         metadata["labels"][label] = json!(value);
     }
+    if let MoverTask::Seal { reread: true, .. } = task {
+        // What its parts do (see `parts`).
+        metadata["annotations"] = json!({names::REREAD: "true"});
+    }
     if let MoverTask::RestoreCommit {
         from,
         if_exists,
@@ -892,7 +911,8 @@ pub fn cronjob(
 ) -> Result<CronJob, Error> {
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
-    let task = backup_task(app, location);
+    // Scheduled backups trust the unchanged-file check; `backup --full` reads everything.
+    let task = backup_task(app, location, false);
     if let Some((label, value)) = task.parts() {
         job_labels.insert(label.to_string(), value);
     }
@@ -1163,7 +1183,7 @@ mod tests {
         let backup = mover_job(
             &app,
             "backup-x",
-            &MoverTask::Backup,
+            &MoverTask::Backup { reread: false },
             "test",
             &node_root(),
             &settings(),
@@ -1356,7 +1376,7 @@ mod tests {
             let job = mover_job(
                 &app,
                 "backup-hello-1",
-                &MoverTask::Backup,
+                &MoverTask::Backup { reread: false },
                 "requested",
                 location,
                 &bounded,
@@ -1373,6 +1393,27 @@ mod tests {
                 .unwrap_or_default()
         };
         assert!(args(&node_root()).contains(&"--max-bytes=10737418240".to_string()));
+        let full = mover_job(
+            &app,
+            "backup-hello-1",
+            &MoverTask::Backup { reread: true },
+            "requested",
+            &node_root(),
+            &bounded,
+        )
+        .expect("job");
+        let full_args = full
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod")
+            .containers[0]
+            .args
+            .clone()
+            .unwrap_or_default();
+        assert!(full_args.contains(&"--reread".to_string()), "{full_args:?}");
+        assert!(!args(&node_root()).contains(&"--reread".to_string()));
         assert!(
             !args(&BackupLocation::Claim("mine".into()))
                 .iter()
@@ -1387,7 +1428,7 @@ mod tests {
         let job = mover_job(
             &app,
             "backup-hello-1",
-            &MoverTask::Backup,
+            &MoverTask::Backup { reread: false },
             "requested",
             &node_root(),
             &settings(),
@@ -1475,8 +1516,11 @@ mod tests {
             crate::location::resolve(&spread.spec, &[], &[]).expect("object store location");
         let spread = AppRef::new(&spread).expect("app");
         assert_eq!(
-            backup_task(&spread, &location),
-            MoverTask::Seal { replicas: 2 }
+            backup_task(&spread, &location, false),
+            MoverTask::Seal {
+                replicas: 2,
+                reread: false
+            }
         );
         for (spec, location) in [
             // One replica, static volumes, or a node-reached target: one Job does it all.
@@ -1492,12 +1536,16 @@ mod tests {
         ] {
             let whole = app(spec);
             let whole = AppRef::new(&whole).expect("app");
-            assert_eq!(backup_task(&whole, location), MoverTask::Backup);
+            assert_eq!(
+                backup_task(&whole, location, false),
+                MoverTask::Backup { reread: false }
+            );
         }
 
         let part = MoverTask::BackupPart {
             set: "backup-hello-1".into(),
             ordinal: 1,
+            reread: false,
         };
         let job = mover_job(
             &spread,
@@ -1528,7 +1576,10 @@ mod tests {
             "{args:?}"
         );
 
-        let seal = MoverTask::Seal { replicas: 2 };
+        let seal = MoverTask::Seal {
+            replicas: 2,
+            reread: false,
+        };
         let job = mover_job(
             &spread,
             "backup-hello-1",
@@ -1744,7 +1795,7 @@ mod tests {
         let job = mover_job(
             &app,
             "j",
-            &MoverTask::Backup,
+            &MoverTask::Backup { reread: false },
             "requested",
             &location,
             &settings(),

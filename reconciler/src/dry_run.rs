@@ -149,7 +149,8 @@ impl Children<'_> {
         let restore = MoverTask::initial_restore(app, location);
         let source = spec.restore_from.as_ref().map(|from| from.name.clone());
         let tasks = [
-            ("backup", MoverTask::Backup),
+            // Reading everything again: the longest arguments and annotations.
+            ("backup", MoverTask::Backup { reread: true }),
             ("restore", restore),
             ("wipe", MoverTask::Wipe { replicas: 1 }),
             ("purge", MoverTask::Purge),
@@ -157,6 +158,7 @@ impl Children<'_> {
                 "seal",
                 MoverTask::Seal {
                     replicas: spec.replicas.max(1),
+                    reread: true,
                 },
             ),
             (
@@ -164,6 +166,7 @@ impl Children<'_> {
                 MoverTask::BackupPart {
                     set: format!("seal-{}", app.name),
                     ordinal: 0,
+                    reread: true,
                 },
             ),
             (

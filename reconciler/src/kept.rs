@@ -71,8 +71,9 @@ pub fn keep_ours(meta: &mut ObjectMeta) {
 }
 
 /// The annotations of an app that passes read: the on-demand requests and the delete option.
-const APP_ANNOTATIONS: [&str; 4] = [
+const APP_ANNOTATIONS: [&str; 5] = [
     names::BACKUP_REQUESTED,
+    names::BACKUP_REREAD,
     names::RESTORE_REQUESTED,
     names::RESTORE_FROM,
     names::DELETE_BACKUPS,

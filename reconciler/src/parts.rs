@@ -119,6 +119,7 @@ fn suspended(job: &Job) -> bool {
 /// backup its annotations name (checked again: a Job's annotations can be edited).
 fn part_task(job: &Job) -> Option<impl Fn(i32) -> MoverTask> {
     let set = job.name_any();
+    let reread = job.annotations().get(names::REREAD).map(String::as_str) == Some("true");
     let step = match jobs::component(job)? {
         Component::Backup => None,
         Component::Restore => {
@@ -145,6 +146,7 @@ fn part_task(job: &Job) -> Option<impl Fn(i32) -> MoverTask> {
         None => MoverTask::BackupPart {
             set: set.clone(),
             ordinal,
+            reread,
         },
         Some(step) => MoverTask::RestorePart {
             set: set.clone(),
@@ -424,6 +426,7 @@ pub(crate) mod tests {
         let task = |ordinal| MoverTask::BackupPart {
             set: set.into(),
             ordinal,
+            reread: false,
         };
         assert_eq!(
             plan.start,
@@ -563,5 +566,26 @@ pub(crate) mod tests {
             .get_or_insert_default()
             .insert(names::PARTS_LABEL.into(), "100000".into());
         assert_eq!(plan(&[backup], false), Plan::default());
+    }
+
+    #[test]
+    fn the_parts_of_a_full_backup_read_every_file_again() {
+        let set = "backup-hello-1a2b3c4d";
+        let mut full = set_job(set, Component::Backup, false, None);
+        Arc::make_mut(&mut full)
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(names::REREAD.into(), "true".into());
+        let plan = plan(&[full], false);
+        let tasks: Vec<_> = plan.start.iter().map(|(_, task, _)| task.clone()).collect();
+        assert_eq!(
+            tasks,
+            [0, 1].map(|ordinal| MoverTask::BackupPart {
+                set: set.into(),
+                ordinal,
+                reread: true,
+            })
+        );
     }
 }

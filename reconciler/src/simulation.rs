@@ -892,13 +892,14 @@ impl Sim {
             let mut steps = vec![(
                 Step::Commit,
                 set_name.clone(),
-                children::backup_task(&app, &location),
+                children::backup_task(&app, &location, false),
             )];
             for n in 0..REPLICAS {
                 let ordinal = i32::from(n);
                 let task = MoverTask::BackupPart {
                     set: set_name.clone(),
                     ordinal,
+                    reread: false,
                 };
                 steps.push((Step::Stage(n), names::part(&set_name, ordinal), task));
             }

@@ -328,6 +328,7 @@ pub(super) mod tests {
             keep_last: None,
             lock_wait: Duration::ZERO,
             max_bytes: None,
+            reread: false,
         }
     }
 

@@ -90,7 +90,7 @@ pub(crate) fn send<'a>(store: &'a Store, options: &BackupOptions) -> Result<Sent
             contents: stored_contents(store, previous.as_ref().map(|p| &p.manifest))?,
             pending: Pending::default(),
         }),
-        previous_start: previous.as_ref().map(|p| p.manifest.start_time),
+        previous_start: options.quick_check_since(previous.as_ref().map(|p| p.manifest.start_time)),
     };
     let mut totals = Totals::default();
     let mut replicas = Vec::new();

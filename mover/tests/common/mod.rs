@@ -159,6 +159,7 @@ pub fn backup_opts(source: &Path) -> BackupOptions {
         keep_last: None,
         lock_wait: std::time::Duration::from_secs(30),
         max_bytes: None,
+        reread: false,
     }
 }
 
