@@ -589,22 +589,17 @@ impl MoverTask {
                 if let (BackupLocation::NodeRoot(_), Some(limit)) = (location, node_limit) {
                     args.push(format!("--max-bytes={limit}"));
                 }
-                if *reread {
-                    args.push("--reread".into());
-                }
+                args.extend(reread.then(|| "--reread".into()));
                 args
             }
-            MoverTask::BackupPart { set, reread, .. } => {
-                let mut args = vec![
-                    "backup".into(),
-                    format!("--source={MOVER_DATA_DIR}"),
-                    format!("--part-of={set}"),
-                ];
-                if *reread {
-                    args.push("--reread".into());
-                }
-                args
-            }
+            MoverTask::BackupPart { set, reread, .. } => [
+                "backup".into(),
+                format!("--source={MOVER_DATA_DIR}"),
+                format!("--part-of={set}"),
+            ]
+            .into_iter()
+            .chain(reread.then(|| "--reread".into()))
+            .collect(),
             MoverTask::Seal { replicas, .. } => vec![
                 "seal".into(),
                 format!("--part-of=$({JOB_NAME_ENV})"),
