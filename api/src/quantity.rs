@@ -41,8 +41,9 @@ pub fn same(a: &str, b: &str) -> bool {
             } else {
                 (b_digits, b_scale, a_digits, a_scale)
             };
-            u32::try_from(high_scale - low_scale)
-                .ok()
+            high_scale
+                .checked_sub(low_scale)
+                .and_then(|shift| u32::try_from(shift).ok())
                 .and_then(|shift| 10u128.checked_pow(shift))
                 .and_then(|factor| high.checked_mul(factor))
                 .map_or(a == b, |high| high == low)
@@ -85,7 +86,10 @@ fn exact(quantity: &str) -> Option<(u128, i64)> {
     }
     let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
     let fraction_len = i64::try_from(fraction.len()).ok()?;
-    Some((digits.checked_mul(factor)?, exponent - fraction_len))
+    Some((
+        digits.checked_mul(factor)?,
+        exponent.checked_sub(fraction_len)?,
+    ))
 }
 
 /// Reads the settings' `nodeBackupLimit`: a quantity of bytes, or empty for no bound.
@@ -131,6 +135,9 @@ mod tests {
             assert!(!same(a, b), "{a} {b}");
         }
         assert!(same("x", "x"), "unread forms compare as text");
+        // A tenant's exponents at i64's ends: compared, never overflowing.
+        let (huge, tiny) = ("1e9223372036854775807", "1.5e-9223372036854775808");
+        assert!(!same(huge, tiny) && !same(tiny, "1") && same(huge, huge));
     }
 
     #[test]

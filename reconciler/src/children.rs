@@ -1367,11 +1367,11 @@ mod tests {
             },
             ..settings()
         };
-        let args = |location: &BackupLocation| {
+        let args_of = |location: &BackupLocation, reread: bool| {
             let job = mover_job(
                 &app,
                 "backup-hello-1",
-                &MoverTask::Backup { reread: false },
+                &MoverTask::Backup { reread },
                 "requested",
                 location,
                 &bounded,
@@ -1387,26 +1387,9 @@ mod tests {
                 .clone()
                 .unwrap_or_default()
         };
+        let args = |location: &BackupLocation| args_of(location, false);
         assert!(args(&node_root()).contains(&"--max-bytes=10737418240".to_string()));
-        let full = mover_job(
-            &app,
-            "backup-hello-1",
-            &MoverTask::Backup { reread: true },
-            "requested",
-            &node_root(),
-            &bounded,
-        )
-        .expect("job");
-        let full_args = full
-            .spec
-            .expect("spec")
-            .template
-            .spec
-            .expect("pod")
-            .containers[0]
-            .args
-            .clone()
-            .unwrap_or_default();
+        let full_args = args_of(&node_root(), true);
         assert!(full_args.contains(&"--reread".to_string()), "{full_args:?}");
         assert!(!args(&node_root()).contains(&"--reread".to_string()));
         assert!(
