@@ -14,6 +14,8 @@ pub const BACKUP_HOST_PATH: &str = "/tmp/backup";
 pub const HOSTPATH_ROOT: &str = "/tmp/hostpath-provisioner";
 /// Snapshots kept by retention.
 pub const KEEP_LAST: i32 = 10;
+/// With backup.consistency.mode stop: the longest a copy may keep the app stopped.
+pub const MAX_STOP_SECONDS: i32 = 900;
 
 /// Replicas when the field is absent.
 pub fn replicas() -> i32 {

@@ -44,6 +44,10 @@ pub const PART_OF_LABEL: &str = "hello-stateful.example.com/part-of";
 /// first part is made: a durable record that its parts read the volumes, kept when they
 /// are gone (expired before the set was let run), so that no restore starts until it ends.
 pub const PARTS_BEGUN: &str = "hello-stateful.example.com/parts-begun";
+/// Annotation (`"true"`) on a backup Job made while the app's backup.consistency.mode was
+/// stop: while the Job is unfinished the app is held at 0 replicas, and the Job, made
+/// suspended, copies only once no pod of the app is left (see the reconciler's `stops`).
+pub const STOPS_APP: &str = "hello-stateful.example.com/stops-app";
 /// Annotation on a mover Job the reconciler stopped because its pod could not start: why.
 pub const STOPPED_BECAUSE: &str = "hello-stateful.example.com/stopped-because";
 /// Annotation set (to `"true"`) before deleting an app: its backups go with it.

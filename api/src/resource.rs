@@ -308,6 +308,40 @@ pub struct BackupSpec {
     /// Pause scheduled backups (on-demand backups still run).
     #[serde(default)]
     pub suspend: bool,
+
+    /// How a backup gets a copy of data the app may be writing. Default: live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<Consistency>,
+}
+
+/// How a backup gets a consistent copy of the app's volumes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Consistency {
+    /// live: copy while the app runs; a file that changes while it is read is kept as read
+    /// and counted in status (lastBackup.inconsistentFiles). Right for an app that writes
+    /// by appending or by renaming new files into place, like the 2018 log writer.
+    /// stop: stop the app (its StatefulSet asks for 0 replicas), copy once no pod of it
+    /// is left, then start it again: every file holds still while it is read, so a
+    /// database's files are copied as after a clean shutdown. The app is down for the
+    /// copy, at most maxStopSeconds after its pods stopped.
+    #[serde(default)]
+    pub mode: ConsistencyMode,
+
+    /// With mode stop: the longest the copy may take once the app is stopped; a backup
+    /// still copying then fails and the app starts again. Default: 900 (15 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 86400))]
+    pub max_stop_seconds: Option<i32>,
+}
+
+/// See `Consistency.mode`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ConsistencyMode {
+    #[default]
+    Live,
+    Stop,
 }
 
 /// Where snapshots are written: a directory on the node, a PersistentVolumeClaim, or an
@@ -589,6 +623,17 @@ impl HelloStatefulSpec {
     /// Whether scheduled backups are paused.
     pub fn backups_suspended(&self) -> bool {
         self.backup.as_ref().is_some_and(|b| b.suspend)
+    }
+
+    /// With backup.consistency.mode stop: the longest a backup may copy while the app is
+    /// stopped for it, defaulted. None: backups copy while the app runs.
+    pub fn stop_for_backup(&self) -> Option<i32> {
+        let consistency = self.backup.as_ref()?.consistency.as_ref()?;
+        (consistency.mode == ConsistencyMode::Stop).then(|| {
+            consistency
+                .max_stop_seconds
+                .unwrap_or(defaults::MAX_STOP_SECONDS)
+        })
     }
 }
 

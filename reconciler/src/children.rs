@@ -550,6 +550,15 @@ impl MoverTask {
         )
     }
 
+    /// With backup.consistency.mode stop, for a Job that backs the app up as a whole (not
+    /// a part): the most seconds it may copy while the app is stopped for it.
+    fn stops_app(&self, app: &AppRef) -> Option<i32> {
+        match self {
+            MoverTask::Backup { .. } | MoverTask::Seal { .. } => app.app.spec.stop_for_backup(),
+            _ => None,
+        }
+    }
+
     /// The app whose backups the Job reads or writes. (A restore's commit and swaps read
     /// and write only the records of the app restored into: its own.)
     fn backups_of<'a>(&'a self, app: &'a AppRef) -> &'a str {
@@ -801,6 +810,15 @@ fn mover_job_spec(
     if task.is_set() {
         spec["suspend"] = json!(true);
     }
+    if let Some(max_stop) = task.stops_app(app) {
+        // Let run once the app is stopped (see `stops`); its deadline counts from then.
+        spec["suspend"] = json!(true);
+        spec["activeDeadlineSeconds"] = json!(max_stop);
+    }
+    if let (MoverTask::BackupPart { .. }, Some(max_stop)) = (task, app.app.spec.stop_for_backup()) {
+        // A part copies while its set's app is stopped: the outage's bound holds for it too.
+        spec["activeDeadlineSeconds"] = json!(max_stop);
+    }
     spec
 }
 
@@ -872,7 +890,10 @@ pub fn mover_job(
     }
     if let MoverTask::Seal { reread: true, .. } = task {
         // What its parts do (see `parts`).
-        metadata["annotations"] = json!({names::REREAD: "true"});
+        metadata["annotations"][names::REREAD] = json!("true");
+    }
+    if task.stops_app(app).is_some() {
+        metadata["annotations"][names::STOPS_APP] = json!("true");
     }
     if let MoverTask::RestoreCommit {
         from,
@@ -882,7 +903,7 @@ pub fn mover_job(
     } = task
     {
         // What its parts stage (see `parts`).
-        metadata["annotations"] = json!({names::RESTORE_FROM: from});
+        metadata["annotations"][names::RESTORE_FROM] = json!(from);
         if *if_exists {
             metadata["annotations"][names::RESTORE_IF_EXISTS] = json!("true");
         }
@@ -925,7 +946,10 @@ pub fn cronjob(
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
-                "metadata": {"labels": job_labels},
+                "metadata": {
+                    "labels": job_labels,
+                    "annotations": task.stops_app(app).map(|_| json!({names::STOPS_APP: "true"})),
+                },
                 "spec": mover_job_spec(app, &task, location, settings),
             },
         },
@@ -1895,6 +1919,61 @@ mod tests {
             .labels
             .expect("labels");
         assert_eq!(labels["app.kubernetes.io/instance"], "hello");
+    }
+
+    #[test]
+    fn a_stop_mode_backup_is_made_suspended_marked_and_bounded_scheduled_or_not() {
+        let app = app(json!({"backup": {"consistency": {"mode": "stop", "maxStopSeconds": 120}}}));
+        let app = AppRef::new(&app).expect("app");
+        let requested = |app: &AppRef, name: &str, task: &MoverTask| {
+            mover_job(app, name, task, "requested", &node_root(), &settings()).expect("job")
+        };
+        let task = MoverTask::Backup { reread: false };
+        let job = requested(&app, "backup-hello-1", &task);
+        assert_eq!(job.annotations()[names::STOPS_APP], "true");
+        let spec = job.spec.expect("spec");
+        assert_eq!(spec.suspend, Some(true), "let run once the app is stopped");
+        assert_eq!(spec.active_deadline_seconds, Some(120));
+
+        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings()).expect("cron");
+        let template = cron.spec.expect("spec").job_template;
+        let annotations = template
+            .metadata
+            .expect("meta")
+            .annotations
+            .expect("marked");
+        assert_eq!(annotations[names::STOPS_APP], "true");
+        let spec = template.spec.expect("spec");
+        assert_eq!(
+            (spec.suspend, spec.active_deadline_seconds),
+            (Some(true), Some(120))
+        );
+
+        let part = MoverTask::BackupPart {
+            set: "backup-hello-1".into(),
+            ordinal: 0,
+            reread: false,
+        };
+        let job = requested(&app, "backup-hello-1-0", &part);
+        assert!(
+            !job.annotations().contains_key(names::STOPS_APP),
+            "its set is"
+        );
+        let spec = job.spec.expect("spec");
+        assert_eq!(
+            (spec.suspend, spec.active_deadline_seconds),
+            (None, Some(120))
+        );
+
+        let live = self::app(json!({}));
+        let live = AppRef::new(&live).expect("app");
+        let job = requested(&live, "backup-hello-1", &task);
+        assert!(job.metadata.annotations.is_none());
+        assert_eq!(
+            job.spec.expect("spec").suspend,
+            None,
+            "a live backup runs at once"
+        );
     }
 
     #[test]
