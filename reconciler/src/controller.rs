@@ -48,9 +48,10 @@ use crate::overdue;
 use crate::parts;
 use crate::placement;
 use crate::progress;
-use crate::reads::{self, Decision, Read, Reads};
+use crate::reads::{self, Decision, Read, Reads, decided};
 use crate::record::{self, Record, Tally};
 use crate::restores;
+use crate::stops;
 use crate::storage;
 use crate::tenancy;
 use crate::watch;
@@ -1235,7 +1236,8 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     pass.apply(&children::service(app)?, service.as_deref())
         .await?;
     stop_stuck_jobs(pass, &jobs).await?;
-    run_parts(pass, &jobs).await?;
+    let stops = stop_for_backups(pass, &jobs).await?;
+    run_parts(pass, &jobs, stops.stopped).await?;
 
     let initialized = statefulset.is_some() || pass.conditions().is_true(conditions::INITIALIZED);
     let mut initial_outcome = statefulset
@@ -1252,6 +1254,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         initial::turned_off(&mut pass.record);
     }
     let (replicas, restoring) = restore_on_demand(pass, &jobs, initialized).await?;
+    let replicas = if stops.holding.is_some() { 0 } else { replicas };
 
     let claim_templates = statefulset
         .as_ref()
@@ -1310,6 +1313,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             .map_or(0, |sts| sts.view.ready_replicas),
         jobs: &jobs,
         restoring,
+        stopped_for_backup: stops.message.as_deref(),
         wanted: spec.replicas,
         asked: replicas,
     };
@@ -1853,9 +1857,9 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
 
 /// The parts of backups and restores made in parts (see `parts`): made, and their set's
 /// Job let run once they ended.
-async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> {
+async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>], app_stopped: bool) -> Result<(), Error> {
     let restoring = restores::under_way(jobs, &pass.record.status);
-    let plan = parts::plan(jobs, restoring);
+    let plan = parts::plan(jobs, restoring, app_stopped);
     let mark = json!({"metadata": {"annotations": {names::PARTS_BEGUN: "true"}}});
     for job_name in &plan.mark {
         merge_into_job(pass, job_name, mark.clone()).await?;
@@ -1867,6 +1871,20 @@ async fn run_parts(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<(), Error> 
         merge_into_job(pass, job_name, json!({"spec": {"suspend": false}})).await?;
     }
     Ok(())
+}
+
+/// Backups in stop mode (see `stops`): decided, reading afresh whether the app's pods are
+/// gone, then the Jobs the stopped app waited for let run.
+async fn stop_for_backups(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<stops::Plan, Error> {
+    let restoring = restores::under_way(jobs, &pass.record.status);
+    let (plan, _) = decide(pass, |reads, _| {
+        Ok(decided(stops::plan(jobs, restoring, reads)))
+    })
+    .await?;
+    for job_name in &plan.release {
+        merge_into_job(pass, job_name, json!({"spec": {"suspend": false}})).await?;
+    }
+    Ok(plan)
 }
 
 /// Merges `patch` into Job `job_name`, fenced (see `fence`).

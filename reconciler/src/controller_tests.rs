@@ -1017,6 +1017,65 @@ async fn a_restore_waits_for_a_running_backup() {
 }
 
 #[tokio::test]
+async fn a_stop_mode_backup_stops_the_app_and_runs_only_once_its_pods_are_gone() {
+    let mut spec = seed();
+    spec["backup"] = json!({"consistency": {"mode": "stop"}});
+    let app = app(spec, json!({}), json!({}));
+    let backup = of_schedule(json!({"metadata": {"name": "backup-hello-29400000",
+        "labels": names::labels("hello", names::Component::Backup),
+        "annotations": {names::STOPS_APP: "true"}},
+        "spec": {"suspend": true, "template": {}}, "status": {}}));
+    let job_path = format!("{JOBS}/backup-hello-29400000");
+
+    let pod = json!({"metadata": {"name": "hello-0"}});
+    let (result, seen) = running(&app, 1)
+        .on("GET", JOBS, list(vec![backup.clone()]))
+        .on("GET", PODS, list(vec![pod]))
+        .reconcile(app.clone())
+        .await;
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
+    let sts = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == STS)
+        .expect("sts");
+    assert_eq!(sts.body["spec"]["replicas"], 0, "stopped for the backup");
+    assert!(
+        !seen.iter().any(|s| s.path == job_path),
+        "the Job waits while a pod is left"
+    );
+    let ready = &status_written(&seen)["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .expect("Ready")
+        .clone();
+    assert_eq!(ready["reason"], "StoppedForBackup");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 pod(s) to exit")),
+        "{ready}"
+    );
+
+    let (_, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![backup]))
+        .reconcile(app)
+        .await;
+    let released = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == job_path)
+        .expect("the Job let run");
+    assert_eq!(released.body["spec"]["suspend"], false);
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.method == "PATCH" && s.path == STS && s.body["spec"]["replicas"] != 0),
+        "the app stays stopped while the Job copies"
+    );
+}
+
+#[tokio::test]
 async fn a_backup_asked_for_during_a_restore_waits_and_says_so() {
     let annotations = json!({names::RESTORE_REQUESTED: "t1", names::BACKUP_REQUESTED: "b1"});
     let app = app(seed(), annotations, json!({}));

@@ -32,6 +32,7 @@ pub mod restores;
 pub mod server;
 #[cfg(test)]
 mod simulation;
+pub mod stops;
 pub mod storage;
 pub mod tenancy;
 pub mod watch;

@@ -20,6 +20,7 @@ use kube::ResourceExt;
 use crate::children::{MoverTask, RestoreStep};
 use crate::jobs::{self, JobState};
 use crate::reads::{Reads, Unread};
+use crate::stops;
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
@@ -46,11 +47,14 @@ pub fn count(job: &Job) -> Option<i32> {
 /// run. While `restoring` (see `restores::under_way`), a backup's set not `begun` gets
 /// neither: its parts would read some volumes before their swap and others after, and seal
 /// that mix as one snapshot. It waits, suspended, until the restore ended. (One begun goes
-/// on, and a restore waits for it: so neither ever waits for the other.)
-pub fn plan(jobs: &[Arc<Job>], restoring: bool) -> Plan {
+/// on, and a restore waits for it: so neither ever waits for the other.) A backup's set
+/// made in stop mode not `begun` waits until the app is stopped (`app_stopped`, see `stops`).
+pub fn plan(jobs: &[Arc<Job>], restoring: bool, app_stopped: bool) -> Plan {
     let mut plan = Plan::default();
     let waits = |job: &Job| {
-        restoring && jobs::component(job) == Some(Component::Backup) && !begun(job, jobs)
+        let backup = jobs::component(job) == Some(Component::Backup);
+        let held = restoring || (stops::stops_app(job) && !app_stopped);
+        backup && held && !begun(job, jobs)
     };
     for set_job in jobs
         .iter()
@@ -422,7 +426,7 @@ pub(crate) mod tests {
         let set = "backup-hello-1a2b3c4d";
         let backup = |released, condition| set_job(set, Component::Backup, released, condition);
         let part = |ordinal, condition| part_job(set, Component::Backup, ordinal, condition);
-        let plan = plan(&[backup(false, None)], false);
+        let plan = plan(&[backup(false, None)], false, false);
         let task = |ordinal| MoverTask::BackupPart {
             set: set.into(),
             ordinal,
@@ -443,15 +447,15 @@ pub(crate) mod tests {
             part(0, Some("Complete")),
             part(1, None),
         ];
-        assert_eq!(super::plan(&running, false), Plan::default());
+        assert_eq!(super::plan(&running, false, false), Plan::default());
         let ended = [
             backup(false, None),
             part(0, Some("Complete")),
             part(1, Some("Failed")),
         ];
-        assert_eq!(super::plan(&ended, false).release, [set]);
+        assert_eq!(super::plan(&ended, false, false).release, [set]);
         let released = [backup(true, None), part(0, Some("Complete"))];
-        assert_eq!(super::plan(&released, false), Plan::default());
+        assert_eq!(super::plan(&released, false, false), Plan::default());
     }
 
     /// Found by the restore model: a backup Job made while a restore in parts swapped in
@@ -464,7 +468,7 @@ pub(crate) mod tests {
         let restore = set_job("restore-hello-1a2b3c4d", Component::Restore, false, None);
         let both = [backup.clone(), restore];
         let made = |jobs: &[Arc<Job>], restoring| {
-            plan(jobs, restoring)
+            plan(jobs, restoring, false)
                 .start
                 .into_iter()
                 .map(|(name, _, _)| name)
@@ -488,7 +492,7 @@ pub(crate) mod tests {
         assert!(begun(&backup, &one_made));
         assert_eq!(made(&one_made, true), ["backup-hello-29000000-1"]);
         let ended = [backup, part(0), part(1)];
-        assert_eq!(plan(&ended, true).release, ["backup-hello-29000000"]);
+        assert_eq!(plan(&ended, true, false).release, ["backup-hello-29000000"]);
     }
 
     /// A backup's set is marked begun in the pass that makes its first parts, so that a
@@ -498,7 +502,7 @@ pub(crate) mod tests {
     fn a_backup_is_marked_begun_before_its_first_parts_are_made() {
         let backup = set_job("backup-hello-29000000", Component::Backup, false, None);
         let restore = set_job("restore-hello-1a2b3c4d", Component::Restore, false, None);
-        let plan_of_both = plan(&[backup.clone(), restore], false);
+        let plan_of_both = plan(&[backup.clone(), restore], false, false);
         assert_eq!(plan_of_both.mark, ["backup-hello-29000000"]);
         assert_eq!(plan_of_both.start.len(), 4);
         let mut marked = backup;
@@ -508,7 +512,7 @@ pub(crate) mod tests {
             .get_or_insert_default()
             .insert(names::PARTS_BEGUN.into(), "true".into());
         assert!(begun(&marked, &[]), "no part left, and begun");
-        let again = plan(&[marked.clone()], true);
+        let again = plan(&[marked.clone()], true, false);
         assert_eq!((again.mark.len(), again.start.len()), (0, 2), "made again");
     }
 
@@ -534,7 +538,7 @@ pub(crate) mod tests {
             },
         };
         let staged = |job: Arc<Job>| {
-            plan(&[job], false)
+            plan(&[job], false, false)
                 .start
                 .into_iter()
                 .map(|(_, task, _)| task)
@@ -553,7 +557,7 @@ pub(crate) mod tests {
             (names::RESTORE_SOURCE, "../other-namespace"),
         ] {
             let edited = annotated(key, edited);
-            assert_eq!(plan(&[edited], false), Plan::default());
+            assert_eq!(plan(&[edited], false, false), Plan::default());
         }
     }
 
@@ -565,7 +569,7 @@ pub(crate) mod tests {
             .labels
             .get_or_insert_default()
             .insert(names::PARTS_LABEL.into(), "100000".into());
-        assert_eq!(plan(&[backup], false), Plan::default());
+        assert_eq!(plan(&[backup], false, false), Plan::default());
     }
 
     #[test]
@@ -577,7 +581,7 @@ pub(crate) mod tests {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(names::REREAD.into(), "true".into());
-        let plan = plan(&[full], false);
+        let plan = plan(&[full], false, false);
         let tasks: Vec<_> = plan.start.iter().map(|(_, task, _)| task.clone()).collect();
         assert_eq!(
             tasks,
@@ -587,5 +591,27 @@ pub(crate) mod tests {
                 reread: true,
             })
         );
+    }
+
+    #[test]
+    fn a_stop_mode_sets_parts_are_made_only_once_the_app_is_stopped() {
+        let set = "backup-hello-1a2b3c4d";
+        let mut held = set_job(set, Component::Backup, false, None);
+        Arc::make_mut(&mut held)
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(names::STOPS_APP.into(), "true".into());
+        assert_eq!(
+            plan(std::slice::from_ref(&held), false, false),
+            Plan::default()
+        );
+        let stopped = plan(std::slice::from_ref(&held), false, true);
+        assert_eq!(stopped.mark, [set], "marked begun before its first parts");
+        assert_eq!(stopped.start.len(), 2);
+        // Once a part is made it goes on: the app stays stopped until the set ends.
+        let part = part_job(set, Component::Backup, 0, None);
+        let begun = plan(&[held, part], false, false);
+        assert_eq!(begun.start.len(), 1, "the other part");
     }
 }

@@ -22,6 +22,8 @@ pub struct Observed<'a> {
     pub jobs: &'a [Arc<Job>],
     /// A restore is under way: the app is stopped for it.
     pub restoring: bool,
+    /// The app is stopped for a backup in stop mode: what status says of it (see `stops`).
+    pub stopped_for_backup: Option<&'a str>,
     /// The replicas the spec asks for.
     pub wanted: i32,
     /// The replicas this pass asked of the StatefulSet (fewer while the app is held stopped).
@@ -74,6 +76,8 @@ pub fn report(
             "Restoring",
             "the app is stopped while its data is restored",
         );
+    } else if let Some(message) = seen.stopped_for_backup {
+        conditions.set(conditions::READY, false, "StoppedForBackup", message);
     } else if ready >= wanted {
         conditions.set(
             conditions::READY,
@@ -91,7 +95,11 @@ pub fn report(
     }
     // An app held stopped (a restore that failed mid-swap) has nothing to wait for: only
     // replicas asked of the StatefulSet and not yet ready are.
-    let busy = seen.restoring || backing_up.is_some() || ready != seen.asked || pending_request;
+    let busy = seen.restoring
+        || seen.stopped_for_backup.is_some()
+        || backing_up.is_some()
+        || ready != seen.asked
+        || pending_request;
     Action::requeue(if busy { WAIT } else { RESYNC })
 }
 
@@ -126,6 +134,7 @@ mod tests {
             ready,
             jobs,
             restoring: false,
+            stopped_for_backup: None,
             wanted: 2,
             asked: 2,
         }

@@ -1038,7 +1038,7 @@ impl Sim {
     fn executed(&self, world: &World, next: &mut World) -> Result<Record, Error> {
         let jobs = self.jobs(world);
         let restoring = restores::under_way(&jobs, &world.status.status());
-        let parts_plan = parts::plan(&jobs, restoring);
+        let parts_plan = parts::plan(&jobs, restoring, false);
         if parts_plan
             .mark
             .iter()
