@@ -131,6 +131,13 @@ impl Command {
     }
 }
 
+/// `--backup-consistency` values (spec.backup.consistency.mode).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupConsistency {
+    Live,
+    Stop,
+}
+
 /// `--dry-run` values, as kubectl.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DryRun {
@@ -442,6 +449,11 @@ pub struct CreateArgs {
     /// How many backups retention keeps (default 10)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=1000))]
     pub keep_last: Option<i32>,
+    /// live: copy while the app runs (files that change meanwhile are counted in status);
+    /// stop: stop the app for each backup and start it again after, so that a database's
+    /// files are copied as after a clean shutdown (spec.backup.consistency.mode)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub backup_consistency: Option<BackupConsistency>,
     /// Node directory that holds backups: a clean absolute path that is one of the backup
     /// roots the cluster admin allows (default /tmp/backup); backups go to DIR/<namespace>/<name>
     #[arg(long, value_name = "DIR", conflicts_with = "backup_target_pvc")]

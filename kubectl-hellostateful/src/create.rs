@@ -2,13 +2,13 @@
 
 use hellostateful_api::names::MAX_NAME_LEN;
 use hellostateful_api::{
-    BackupSpec, BackupTarget, HelloStateful, HelloStatefulSpec, ObjectStoreTarget, ResolvedTarget,
-    RestoreSource, Retention, StorageSpec, names, validate,
+    BackupSpec, BackupTarget, Consistency, ConsistencyMode, HelloStateful, HelloStatefulSpec,
+    ObjectStoreTarget, ResolvedTarget, RestoreSource, Retention, StorageSpec, names, validate,
 };
 use k8s_openapi::api::core::v1::{ContainerPort, EnvVar};
 use kube::api::PostParams;
 
-use crate::cli::{CreateArgs, DryRun, OutputFormat};
+use crate::cli::{BackupConsistency, CreateArgs, DryRun, OutputFormat};
 use crate::context::{Ctx, Kube};
 use crate::error::{Action, CliError, explain};
 use crate::get::object_value;
@@ -57,11 +57,20 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
     let retention = args.keep_last.map(|keep_last| Retention {
         keep_last: Some(keep_last),
     });
-    let backup = (target.is_some() || retention.is_some()).then_some(BackupSpec {
-        target,
-        retention,
-        suspend: false,
+    let consistency = args.backup_consistency.map(|mode| Consistency {
+        mode: match mode {
+            BackupConsistency::Live => ConsistencyMode::Live,
+            BackupConsistency::Stop => ConsistencyMode::Stop,
+        },
+        max_stop_seconds: None,
     });
+    let backup =
+        (target.is_some() || retention.is_some() || consistency.is_some()).then_some(BackupSpec {
+            target,
+            retention,
+            suspend: false,
+            consistency,
+        });
     let spec = HelloStatefulSpec {
         replicas: args.replicas,
         restore_from_existing: args.restore_from_existing,

@@ -327,6 +327,15 @@ fn summary(
         format!("{target}, keep last {}", app.spec.keep_last()),
     );
     field(
+        "Consistency",
+        match app.spec.stop_for_backup() {
+            Some(max) => {
+                format!("stop (the app stops for each backup; the copy takes at most {max} s)")
+            }
+            None => "live (copied while the app runs)".to_string(),
+        },
+    );
+    field(
         "Restore on create",
         match &app.spec.restore_from {
             Some(from) => printable(&from.describe()).into_owned(),
@@ -1097,6 +1106,7 @@ Mount path:        /usr/share/hello
 Storage:           1Gi per replica, static hostPath volumes on node node-1
 Schedule:          */5 * * * *
 Backup target:     node directory /tmp/backup/default/hello on node-1, keep last 10
+Consistency:       live (copied while the app runs)
 Restore on create: true
 Restored:          false
 
