@@ -142,6 +142,34 @@ test_on_demand_backup_is_acknowledged_with_an_id() {
   [[ $(jp "$NS" "$APP" '{.status.conditions[?(@.type=="BackupSucceeded")].status}') == True ]]
 }
 
+# backup.consistency.mode stop: the app is stopped for the copy and started again after.
+# Its pods mark a clean shutdown on SIGTERM and clear the mark when they start, so a
+# snapshot holding the mark was copied while the app was down, after it had stopped.
+test_a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again() {
+  local app=still pod id snapshot
+  app_yaml "$app" '{"replicas": 1, "backup": {"consistency": {"mode": "stop", "maxStopSeconds": 120}},
+    "command": ["sh", "-c"],
+    "args": ["cd /usr/share/hello && rm -f shutdown && trap \"echo stopped-cleanly > shutdown; exit 0\" TERM && while :; do date >> stateful.log; sleep 0.2 & wait $!; done"]}' |
+    kubectl -n "$NS" apply -f - >/dev/null
+  wait_for "app Ready" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
+  pod=$(kubectl -n "$NS" get pod "$app-0" -o jsonpath='{.metadata.uid}')
+  [[ $(request "$NS" "$app" backup) == Succeeded ]] || { on_fail "$NS"; return 1; }
+  id=$(jp "$NS" "$app" '{.status.backupRequest.backupId}')
+  snapshot=$BACKUP_ROOT/$NS/$app/$id
+  [[ $(cat "$snapshot/0/shutdown") == stopped-cleanly ]] || { echo "no shutdown mark in $snapshot/0"; on_fail "$NS"; return 1; }
+  [[ -s $snapshot/0/stateful.log ]]
+  # Nothing changed while it was read (a live copy of this log would name it).
+  [[ -z $(jp "$NS" "$app" '{.status.lastBackup.inconsistentFiles}') ]] || { jp "$NS" "$app" '{.status.lastBackup}'; return 1; }
+  [[ $(jp "$NS" "$app" '{.status.conditions[?(@.type=="BackupSucceeded")].status}') == True ]]
+  # It runs again, in a new pod that cleared the mark.
+  wait_for "app Ready again" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
+  [[ $(kubectl -n "$NS" get pod "$app-0" -o jsonpath='{.metadata.uid}') != "$pod" ]]
+  wait_for "the new pod cleared the mark" 60 bash -c "[[ ! -e '$(data_dir "$NS" "$app" 0)/shutdown' ]]"
+  [[ $(kubectl -n "$NS" get statefulset "$app" -o jsonpath='{.spec.replicas}') == 1 ]]
+  kubectl -n "$NS" delete hellostateful "$app" --wait=true --timeout=60s >/dev/null
+  [[ $(reconciler_restarts) == 0 ]]
+}
+
 test_delete_removes_children_wipes_live_data_and_keeps_backups() {
   local backups_before live
   backups_before=$(backups_of "$NS" "$APP")
@@ -232,6 +260,7 @@ run_test schedule_changes_reach_the_cronjob test_schedule_changes_reach_the_cron
 run_test scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it test_scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it
 run_test the_api_server_accepts_the_children_of_whatever_the_crd_accepts test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
+run_test a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again test_a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups
 run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages
 run_test an_app_serves_its_port_with_its_environment_probes_and_resources test_an_app_serves_its_port_with_its_environment_probes_and_resources
