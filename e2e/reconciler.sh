@@ -161,6 +161,7 @@ test_a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again() {
   # Nothing changed while it was read (a live copy of this log would name it).
   [[ -z $(jp "$NS" "$app" '{.status.lastBackup.inconsistentFiles}') ]] || { jp "$NS" "$app" '{.status.lastBackup}'; return 1; }
   [[ $(jp "$NS" "$app" '{.status.conditions[?(@.type=="BackupSucceeded")].status}') == True ]]
+  has_event "$NS" StoppedForBackup
   # It runs again, in a new pod that cleared the mark.
   wait_for "app Ready again" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
   [[ $(kubectl -n "$NS" get pod "$app-0" -o jsonpath='{.metadata.uid}') != "$pod" ]]

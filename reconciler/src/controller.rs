@@ -1884,6 +1884,18 @@ async fn stop_for_backups(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<stop
     for job_name in &plan.release {
         merge_into_job(pass, job_name, json!({"spec": {"suspend": false}})).await?;
     }
+    // Said once per backup: only a backup not begun finds the app stopped (a set in parts
+    // is begun by the parts made right after, in this pass).
+    if plan.stopped
+        && let Some(message) = &plan.message
+    {
+        pass.note(
+            EventType::Normal,
+            "StoppedForBackup",
+            "Backup",
+            message.clone(),
+        );
+    }
     Ok(plan)
 }
 

@@ -1043,6 +1043,10 @@ async fn a_stop_mode_backup_stops_the_app_and_runs_only_once_its_pods_are_gone()
         !seen.iter().any(|s| s.path == job_path),
         "the Job waits while a pod is left"
     );
+    assert!(
+        !seen.iter().any(|s| s.path.contains("/events")),
+        "nothing is said before the app is stopped"
+    );
     let ready = &status_written(&seen)["conditions"]
         .as_array()
         .expect("conditions")
@@ -1072,6 +1076,11 @@ async fn a_stop_mode_backup_stops_the_app_and_runs_only_once_its_pods_are_gone()
             .iter()
             .any(|s| s.method == "PATCH" && s.path == STS && s.body["spec"]["replicas"] != 0),
         "the app stays stopped while the Job copies"
+    );
+    let said = event(&seen, "StoppedForBackup").body["note"].as_str();
+    assert!(
+        said.is_some_and(|m| m.contains("backup-hello-29400000 copies")),
+        "{said:?}"
     );
 }
 
