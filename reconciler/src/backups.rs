@@ -321,8 +321,8 @@ fn inconsistent_files_warning(outcome: &BackupSummary) -> Option<String> {
     }
     Some(format!(
         "{} file(s) kept changing while being copied and may mix old and new contents: \
-         {named} (back up while the app is idle, or have it write by renaming new files \
-         into place)",
+         {named} (set backup.consistency.mode to stop to copy it while the app is \
+         stopped, or have the app write by renaming new files into place)",
         outcome.inconsistent
     ))
 }
