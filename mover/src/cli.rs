@@ -119,6 +119,16 @@ pub enum MoverCommand {
         hellostateful-reconciler wipe --dest /data --termination-log /dev/termination-log"
     )]
     Wipe(WipeArgs),
+    /// Give every replica volume's root directory to the app's user.
+    #[command(
+        long_about = "Give the root directory of each replica volume (the ordinal \
+        subdirectories of --dest) to --uid and --gid, with --mode, so that an app running as \
+        that non-root user can write into volumes whose type takes no fsGroup (static \
+        hostPath volumes). The files inside keep their owners. Idempotent. Prints \
+        {\"prepared\":[ordinals],\"owner\":\"uid:gid\",\"mode\":\"octal\"}.\n\nExample:\n  \
+        hellostateful-reconciler prepare --dest /data --uid 1000 --gid 2000 --mode 2770"
+    )]
+    Prepare(PrepareArgs),
     /// Delete every backup of an app.
     #[command(
         long_about = "Delete every snapshot of an app, complete or incomplete, and \
@@ -405,6 +415,35 @@ pub struct WipeArgs {
     pub termination_log: Option<PathBuf>,
 }
 
+/// Arguments of `prepare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PrepareArgs {
+    /// Directory holding one subdirectory (mounted volume) per replica ordinal: 0, 1, ...
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// User to own each volume's root directory
+    #[arg(long, value_name = "UID")]
+    pub uid: u32,
+    /// Group to own each volume's root directory
+    #[arg(long, value_name = "GID")]
+    pub gid: u32,
+    /// The root directories' permission bits, in octal (at most 7777)
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+    pub mode: u32,
+    /// Also write the JSON result to this file (Kubernetes: /dev/termination-log); on
+    /// failure the error message is written instead
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
+}
+
+/// Permission bits in octal, as chmod takes them.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|mode| *mode <= 0o7777)
+        .ok_or_else(|| format!("{text:?} is not an octal mode of at most 7777"))
+}
+
 /// Arguments of `purge`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PurgeArgs {
@@ -440,6 +479,7 @@ pub fn run(cmd: MoverCommand) -> ExitCode {
         MoverCommand::Restore(a) => a.termination_log.clone(),
         MoverCommand::CommitRestore(a) => a.termination_log.clone(),
         MoverCommand::Wipe(a) => a.termination_log.clone(),
+        MoverCommand::Prepare(a) => a.termination_log.clone(),
         MoverCommand::Purge(a) => a.termination_log.clone(),
         _ => None,
     };
@@ -681,6 +721,14 @@ fn execute(cmd: MoverCommand) -> Result<Done> {
             ok(json(&outcome)?)
         }
         MoverCommand::Wipe(a) => ok(json(&crate::wipe(&a.dest)?)?),
+        MoverCommand::Prepare(a) => {
+            let owner = crate::VolumeOwner {
+                uid: a.uid,
+                gid: a.gid,
+                mode: a.mode,
+            };
+            ok(json(&crate::prepare(&a.dest, owner)?)?)
+        }
         MoverCommand::Purge(a) => {
             let wait = Duration::from_secs(a.lock_timeout);
             let outcome = match a.app.location()? {

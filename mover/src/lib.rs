@@ -14,7 +14,7 @@
 //! below the command-line roots is opened through `confined`, never following a symlink.
 //!
 //! The library functions ([`backup()`], [`restore()`], [`list`], [`describe`], [`verify()`],
-//! [`prune`], [`delete`], [`purge`], [`wipe`])
+//! [`prune`], [`delete`], [`purge`], [`wipe`], [`prepare`])
 //! return [`MoverError`]s that name the file and keep the OS error as their source;
 //! [`cli`] wraps them for the reconciler binary's Job subcommands.
 
@@ -50,7 +50,7 @@ pub use restore::{
     NotRestored, RestoreOptions, RestoreOutcome, RestoreReport, restore, restore_from_store,
 };
 pub use verify::{VerifyReport, verify};
-pub use volumes::{WipeOutcome, wipe};
+pub use volumes::{PrepareOutcome, VolumeOwner, WipeOutcome, prepare, wipe};
 
 /// Prints a warning on stderr. The mover runs as a Kubernetes Job: stderr is its log,
 /// stdout carries only the one-line JSON result.
