@@ -64,6 +64,11 @@ pub const MOVER_IMAGE_ANNOTATION: &str = "hello-stateful.example.com/mover-image
 /// durable record, so that any later pass finishes the status even when the write that
 /// should have done so was lost.
 pub const INITIAL_RESTORE: &str = "hello-stateful.example.com/initial-restore";
+/// Annotation on the StatefulSet: whose the app's node-directory volumes were made, and how
+/// many (`<uid>:<gid>:<mode>/<replicas>`), for an app that runs as a non-root user: pods
+/// start only on volumes so prepared. A lost or forged record only makes the (idempotent)
+/// preparation run again.
+pub const PREPARED: &str = "hello-stateful.example.com/prepared";
 
 /// Annotation on every StatefulSet, CronJob and Job the reconciler writes: the identity of
 /// the leader that wrote it, which an admission policy compares with the Lease's holder, so
@@ -213,6 +218,12 @@ pub fn backup_host_path(root: &str, namespace: &str, name: &str) -> String {
 /// The Job that wipes the live data of an app being deleted.
 pub fn wipe_job(name: &str, uid: &str) -> String {
     format!("wipe-{name}-{}", short_hash(uid))
+}
+
+/// The Job that gives the app's volumes to its user (see `PREPARED`): one per app and
+/// what it prepares (`key`), so that a change makes a Job of its own.
+pub fn prepare_job(name: &str, uid: &str, key: &str) -> String {
+    format!("prepare-{name}-{}", short_hash(&format!("{uid}/{key}")))
 }
 
 /// The Job that deletes the backups of an app being deleted with its backups.

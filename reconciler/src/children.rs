@@ -445,6 +445,12 @@ pub enum MoverTask {
     /// Empty the volumes of ordinals `0..replicas`: the app is being deleted, and this is
     /// every volume it has, those of replicas scaled away too (their claims are kept).
     Wipe { replicas: i32 },
+    /// Give the root directories of the volumes of ordinals `0..replicas` to `owner`: the
+    /// app runs as a non-root user on volumes that take no fsGroup (see `prepare`).
+    Prepare {
+        replicas: i32,
+        owner: crate::prepare::Owner,
+    },
     /// Delete every snapshot of the app: it is being deleted with its backups.
     Purge,
 }
@@ -502,7 +508,9 @@ impl MoverTask {
             | MoverTask::RestoreCommit { .. }
             | MoverTask::RestorePart { .. } => Component::Restore,
             // Cleanup of a deleted app: neither a backup nor a restore to report.
-            MoverTask::Wipe { .. } | MoverTask::Purge => Component::Storage,
+            MoverTask::Wipe { .. } | MoverTask::Prepare { .. } | MoverTask::Purge => {
+                Component::Storage
+            }
         }
     }
 
@@ -510,9 +518,10 @@ impl MoverTask {
     fn data_access(&self) -> Option<bool> {
         match self {
             MoverTask::Backup { .. } | MoverTask::BackupPart { .. } => Some(false),
-            MoverTask::Restore { .. } | MoverTask::RestorePart { .. } | MoverTask::Wipe { .. } => {
-                Some(true)
-            }
+            MoverTask::Restore { .. }
+            | MoverTask::RestorePart { .. }
+            | MoverTask::Wipe { .. }
+            | MoverTask::Prepare { .. } => Some(true),
             MoverTask::Seal { .. } | MoverTask::RestoreCommit { .. } | MoverTask::Purge => None,
         }
     }
@@ -523,7 +532,7 @@ impl MoverTask {
             MoverTask::BackupPart { ordinal, .. } | MoverTask::RestorePart { ordinal, .. } => {
                 *ordinal..*ordinal + 1
             }
-            MoverTask::Wipe { replicas } => 0..*replicas,
+            MoverTask::Wipe { replicas } | MoverTask::Prepare { replicas, .. } => 0..*replicas,
             _ => app.ordinals(),
         }
     }
@@ -654,9 +663,17 @@ impl MoverTask {
                 args
             }
             MoverTask::Wipe { .. } => vec!["wipe".into(), format!("--dest={MOVER_DATA_DIR}")],
+            MoverTask::Prepare { owner, .. } => vec![
+                "prepare".into(),
+                format!("--dest={MOVER_DATA_DIR}"),
+                format!("--uid={}", owner.uid),
+                format!("--gid={}", owner.gid),
+                format!("--mode={:o}", owner.mode),
+            ],
             MoverTask::Purge => vec!["purge".into()],
         };
-        if !matches!(self, MoverTask::Wipe { .. }) {
+        // Only the volumes: no backups are read or written.
+        if !matches!(self, MoverTask::Wipe { .. } | MoverTask::Prepare { .. }) {
             let backups_of = self.backups_of(app);
             args.extend([
                 format!("--target={MOVER_TARGET_DIR}"),
@@ -704,7 +721,7 @@ fn mover_job_spec(
     }
     let owner = task.backups_of(app);
     let target = match (task, location) {
-        (MoverTask::Wipe { .. }, _) => None,
+        (MoverTask::Wipe { .. } | MoverTask::Prepare { .. }, _) => None,
         (_, BackupLocation::ObjectStore(store)) => {
             // The keys reach the mover through its environment, from a Secret of the app's
             // own namespace; nothing is mounted.

@@ -47,6 +47,7 @@ use crate::metrics::{self, Metrics};
 use crate::overdue;
 use crate::parts;
 use crate::placement;
+use crate::prepare;
 use crate::progress;
 use crate::reads::{self, Decision, Read, Reads, decided};
 use crate::record::{self, Record, Tally};
@@ -1259,6 +1260,31 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let claim_templates = statefulset
         .as_ref()
         .and_then(|sts| sts.view.claim_templates());
+    // The volumes the StatefulSet was made with: its claim templates are immutable.
+    let static_volumes = match &claim_templates {
+        Some(templates) => templates
+            .first()
+            .and_then(|claim| claim.spec.as_ref())
+            .and_then(|claim| claim.storage_class_name.as_deref())
+            .is_none_or(str::is_empty),
+        None => spec.storage_class().is_none(),
+    };
+    let prepared = prepare::plan(
+        app,
+        prepare::Owner::wanted(spec, static_volumes),
+        spec.replicas,
+        statefulset
+            .as_ref()
+            .and_then(|sts| sts.view.prepared.as_deref()),
+        restoring || restores::under_way(&jobs, &pass.record.status),
+        &jobs,
+    );
+    if let Some((job_name, task)) = &prepared.start {
+        pass.start_job(job_name, task, prepare::ACTION).await?;
+    }
+    let replicas = prepared
+        .runs_at_most
+        .map_or(replicas, |most| replicas.min(most));
     if let Some(templates) = &claim_templates {
         let claims = cache.data_claims(&app.namespace, &app.name);
         storage::report_drift(app, templates, claims, &mut pass.record);
@@ -1272,15 +1298,22 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
             .as_ref()
             .map(|sts| sts.view.pods_node.as_deref()),
     );
-    let desired = children::statefulset(
+    let mut desired = children::statefulset(
         app,
         replicas,
         claim_templates.as_deref(),
         record.as_deref(),
         pinned.as_deref(),
     )?;
+    if let Some(prepared) = &prepared.record {
+        desired
+            .annotations_mut()
+            .insert(names::PREPARED.to_string(), prepared.clone());
+    }
     pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| s.view.version))
         .await?;
+    // Their outcome is in the StatefulSet now.
+    end_jobs(pass, prepared.end, "it ends at its TTL").await;
     let recorded = statefulset
         .as_ref()
         .is_some_and(|sts| sts.view.initial_restore.is_some());
@@ -1314,6 +1347,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         jobs: &jobs,
         restoring,
         stopped_for_backup: stops.message.as_deref(),
+        preparing_volumes: prepared.message.as_deref(),
         wanted: spec.replicas,
         asked: replicas,
     };
@@ -1580,17 +1614,12 @@ async fn end_finished_jobs(pass: &mut Pass<'_>) {
         .cache
         .jobs(&pass.app.namespace, &pass.app.name, &pass.app.uid)
         .iter()
-        .filter(|job| is_finished_and_kept(job) && !unrecorded.contains(&job.name_any().as_str()))
+        .filter(|job| {
+            jobs::is_finished_and_kept(job) && !unrecorded.contains(&job.name_any().as_str())
+        })
         .map(|job| job.name_any())
         .collect();
     end_jobs(pass, finished, "it holds the backup claim until its TTL").await;
-}
-
-/// Whether `job` finished and still has a TTL to wait out.
-fn is_finished_and_kept(job: &Job) -> bool {
-    job.metadata.deletion_timestamp.is_none()
-        && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
-        && matches!(jobs::state(job), JobState::Succeeded | JobState::Failed(_))
 }
 
 /// Sets the TTL of the finished Jobs `names` to zero, so that the TTL controller deletes
@@ -1632,7 +1661,7 @@ async fn release_source_claim(pass: &mut Pass<'_>, jobs: &[Arc<Job>]) -> Result<
     }
     let finished = jobs
         .iter()
-        .filter(|job| initial::is_attempt(job, &pass.app.uid) && is_finished_and_kept(job))
+        .filter(|job| initial::is_attempt(job, &pass.app.uid) && jobs::is_finished_and_kept(job))
         .map(|job| job.name_any())
         .collect();
     end_jobs(

@@ -2543,3 +2543,58 @@ async fn backups_to_delete_in_a_claim_on_a_gone_node_hold_no_deletion() {
         skipped.body
     );
 }
+
+#[tokio::test]
+async fn a_non_root_app_starts_only_once_its_volumes_are_given_to_its_user() {
+    let mut spec = seed();
+    spec["securityContext"] = json!({"runAsUser": 1000, "fsGroup": 2000, "runAsNonRoot": true});
+    let app = app(spec, json!({}), json!({}));
+    let (result, seen) = running(&app, 0).reconcile(app.clone()).await;
+    assert_eq!(result, Ok(Action::requeue(WAIT)));
+    let made = seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path == JOBS)
+        .expect("a Job prepares the volumes");
+    assert_eq!(
+        made.body["metadata"]["labels"][names::ACTION_LABEL],
+        "prepare"
+    );
+    let args = &made.body["spec"]["template"]["spec"]["containers"][0]["args"];
+    for arg in ["prepare", "--uid=1000", "--gid=2000", "--mode=2770"] {
+        assert!(
+            args.as_array().is_some_and(|a| a.contains(&json!(arg))),
+            "{arg}: {args}"
+        );
+    }
+    assert_eq!(statefulset_replicas(&seen), None, "no pod yet");
+    let ready = condition(&status_written(&seen), "Ready").clone();
+    assert_eq!(ready["reason"], "PreparingVolumes", "{ready}");
+
+    let mut labels = names::labels("hello", names::Component::Storage);
+    labels.insert(names::ACTION_LABEL.into(), "prepare".into());
+    let job_name = made.body["metadata"]["name"].clone();
+    let done = of_app(json!({"metadata": {"name": job_name, "labels": labels},
+        "spec": {"template": {}},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]}}));
+    let (_, seen) = running(&app, 0)
+        .on("GET", JOBS, list(vec![done]))
+        .reconcile(app)
+        .await;
+    let sts = seen
+        .iter()
+        .position(|s| s.method == "PATCH" && s.path == STS)
+        .expect("the app starts");
+    assert_eq!(seen[sts].body["spec"]["replicas"], 1);
+    assert_eq!(
+        seen[sts].body["metadata"]["annotations"][names::PREPARED],
+        "1000:2000:2770/1",
+        "the record first"
+    );
+    let job_path = format!("{JOBS}/{}", job_name.as_str().unwrap_or_default());
+    let ended = seen
+        .iter()
+        .position(|s| s.method == "PATCH" && s.path == job_path)
+        .expect("then the Job ends");
+    assert!(ended > sts);
+    assert_eq!(seen[ended].body["spec"]["ttlSecondsAfterFinished"], 0);
+}

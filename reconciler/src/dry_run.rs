@@ -153,6 +153,17 @@ impl Children<'_> {
             ("backup", MoverTask::Backup { reread: true }),
             ("restore", restore),
             ("wipe", MoverTask::Wipe { replicas: 1 }),
+            (
+                "prepare",
+                MoverTask::Prepare {
+                    replicas: 1,
+                    owner: crate::prepare::Owner {
+                        uid: 2147483647,
+                        gid: 2147483647,
+                        mode: 0o2770,
+                    },
+                },
+            ),
             ("purge", MoverTask::Purge),
             (
                 "seal",

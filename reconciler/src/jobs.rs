@@ -33,11 +33,20 @@ pub enum JobState {
     Failed(String),
 }
 
+/// Whether `job` finished and still has a TTL to wait out.
+pub fn is_finished_and_kept(job: &Job) -> bool {
+    job.metadata.deletion_timestamp.is_none()
+        && job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) != Some(0)
+        && matches!(state(job), JobState::Succeeded | JobState::Failed(_))
+}
+
 /// What a mover Job does, from its component label.
 pub fn component(job: &Job) -> Option<Component> {
     match job.labels().get("app.kubernetes.io/component")?.as_str() {
         "backup" => Some(Component::Backup),
         "restore" => Some(Component::Restore),
+        // Wiping a deleted app's volumes, preparing a non-root app's.
+        "storage" => Some(Component::Storage),
         _ => None,
     }
 }

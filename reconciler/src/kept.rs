@@ -315,6 +315,8 @@ pub struct StatefulSetView {
     pub ready_replicas: i32,
     /// The record of how the restore before the app's first start ended.
     pub initial_restore: Option<String>,
+    /// The record of the volumes prepared for a non-root app (see `prepare`).
+    pub prepared: Option<String>,
     /// The node its pods are pinned to, if they are.
     pub pods_node: Option<String>,
     /// The volume claim templates, as JSON: immutable, so carried into what is applied.
@@ -334,6 +336,7 @@ impl View for StatefulSetView {
                 .and_then(|status| status.ready_replicas)
                 .unwrap_or(0),
             initial_restore: sts.annotations().get(names::INITIAL_RESTORE).cloned(),
+            prepared: sts.annotations().get(names::PREPARED).cloned(),
             pods_node: children::pods_node(sts),
             claim_templates: sts
                 .spec

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod overdue;
 pub mod parts;
 pub mod placement;
+pub mod prepare;
 pub mod progress;
 pub mod reads;
 pub mod record;

@@ -24,6 +24,9 @@ pub struct Observed<'a> {
     pub restoring: bool,
     /// The app is stopped for a backup in stop mode: what status says of it (see `stops`).
     pub stopped_for_backup: Option<&'a str>,
+    /// Pods wait for their volumes to be given to the app's user: what status says of it
+    /// (see `prepare`).
+    pub preparing_volumes: Option<&'a str>,
     /// The replicas the spec asks for.
     pub wanted: i32,
     /// The replicas this pass asked of the StatefulSet (fewer while the app is held stopped).
@@ -78,6 +81,8 @@ pub fn report(
         );
     } else if let Some(message) = seen.stopped_for_backup {
         conditions.set(conditions::READY, false, "StoppedForBackup", message);
+    } else if let Some(message) = seen.preparing_volumes {
+        conditions.set(conditions::READY, false, "PreparingVolumes", message);
     } else if ready >= wanted {
         conditions.set(
             conditions::READY,
@@ -97,6 +102,7 @@ pub fn report(
     // replicas asked of the StatefulSet and not yet ready are.
     let busy = seen.restoring
         || seen.stopped_for_backup.is_some()
+        || seen.preparing_volumes.is_some()
         || backing_up.is_some()
         || ready != seen.asked
         || pending_request;
@@ -135,6 +141,7 @@ mod tests {
             jobs,
             restoring: false,
             stopped_for_backup: None,
+            preparing_volumes: None,
             wanted: 2,
             asked: 2,
         }
