@@ -151,11 +151,13 @@ pub struct HelloStatefulSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
 
-    /// Who the app's container runs as. Default: root, which the default app needs to
-    /// write to a node directory; the container still drops every capability, runs with
-    /// seccomp RuntimeDefault and cannot escalate, so it passes Pod Security baseline. With
-    /// runAsNonRoot and a runAsUser it also passes restricted (the volume must be writable
-    /// by that user: fsGroup does this on most StorageClasses).
+    /// Who the app's container runs as. Default: root; the container still drops every
+    /// capability, runs with seccomp RuntimeDefault and cannot escalate, so it passes Pod
+    /// Security baseline. With runAsNonRoot and a runAsUser it also passes restricted. Its
+    /// volumes are then writable by that user: on node-directory volumes (no
+    /// storageClassName) the reconciler gives each volume's root directory to runAsUser and
+    /// to fsGroup (else runAsGroup) before the pods start; on a StorageClass, fsGroup does
+    /// it where the volume type supports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<AppSecurityContext>,
 
