@@ -171,6 +171,30 @@ test_a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again() {
   [[ $(reconciler_restarts) == 0 ]]
 }
 
+# An app that runs as a non-root user on node-directory volumes (hostPath, which takes no
+# fsGroup): its volumes are given to its user before its pods start, so it writes; and
+# again after a restore, whose swap sets each volume root's owner as its snapshot says.
+test_a_non_root_app_writes_into_volumes_given_to_its_user() {
+  local app=nobody dir lines
+  app_yaml "$app" '{"replicas": 1, "securityContext":
+    {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000, "runAsNonRoot": true}}' |
+    kubectl -n "$NS" apply -f - >/dev/null
+  wait_for "app Ready" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
+  dir=$(data_dir "$NS" "$app" 0)
+  [[ $(stat -c '%u:%g %a' "$dir") == "1000:2000 2770" ]] || { stat "$dir"; return 1; }
+  wait_for "the app writes" 60 lines_at_least "$dir/stateful.log" 1 || { on_fail "$NS"; return 1; }
+  [[ $(stat -c '%u' "$dir/stateful.log") == 1000 ]]
+  [[ $(kubectl -n "$NS" get statefulset "$app" -o jsonpath='{.metadata.annotations.hello-stateful\.example\.com/prepared}') == "1000:2000:2770/1" ]]
+  [[ $(request "$NS" "$app" backup) == Succeeded ]] || { on_fail "$NS"; return 1; }
+  [[ $(request "$NS" "$app" restore) == Succeeded ]] || { on_fail "$NS"; return 1; }
+  wait_for "app Ready after the restore" 120 app_ready "$NS" "$app" || { on_fail "$NS"; return 1; }
+  lines=$(wc -l <"$dir/stateful.log")
+  wait_for "it writes on after the restore" 60 lines_at_least "$dir/stateful.log" $((lines + 1)) ||
+    { stat "$dir" "$dir/stateful.log"; on_fail "$NS"; return 1; }
+  kubectl -n "$NS" delete hellostateful "$app" --wait=true --timeout=60s >/dev/null
+  [[ $(reconciler_restarts) == 0 ]]
+}
+
 test_delete_removes_children_wipes_live_data_and_keeps_backups() {
   local backups_before live
   backups_before=$(backups_of "$NS" "$APP")
@@ -262,6 +286,7 @@ run_test scaling_down_reports_the_kept_volume_and_scaling_up_reuses_it test_scal
 run_test the_api_server_accepts_the_children_of_whatever_the_crd_accepts test_the_api_server_accepts_the_children_of_whatever_the_crd_accepts
 run_test on_demand_backup_is_acknowledged_with_an_id test_on_demand_backup_is_acknowledged_with_an_id
 run_test a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again test_a_stop_mode_backup_copies_a_stopped_app_and_starts_it_again
+run_test a_non_root_app_writes_into_volumes_given_to_its_user test_a_non_root_app_writes_into_volumes_given_to_its_user
 run_test delete_removes_children_wipes_live_data_and_keeps_backups test_delete_removes_children_wipes_live_data_and_keeps_backups
 run_test invalid_specs_are_refused_with_clear_messages test_invalid_specs_are_refused_with_clear_messages
 run_test an_app_serves_its_port_with_its_environment_probes_and_resources test_an_app_serves_its_port_with_its_environment_probes_and_resources
