@@ -1256,6 +1256,9 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     let (replicas, restoring) = restore_on_demand(pass, &jobs, initialized).await?;
     let replicas = if stops.holding.is_some() { 0 } else { replicas };
+    // Also while a restore is left unfinished (the app held stopped on volumes that may hold
+    // a mix): a backup then would seal that mix, and its swap decides the volumes' owners.
+    let restore_unfinished = restoring || restores::under_way(&jobs, &pass.record.status);
 
     let claim_templates = statefulset
         .as_ref()
@@ -1276,7 +1279,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         statefulset
             .as_ref()
             .and_then(|sts| sts.view.prepared.as_deref()),
-        restoring || restores::under_way(&jobs, &pass.record.status),
+        restore_unfinished,
         &jobs,
     );
     if let Some((job_name, task)) = &prepared.start {
@@ -1334,10 +1337,7 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
         );
     }
 
-    // Also while a restore is left unfinished (the app held stopped on volumes that may hold
-    // a mix): a backup then would seal that mix.
-    let backups_wait = restoring || restores::under_way(&jobs, &pass.record.status);
-    back_up(pass, &jobs, backups_wait).await?;
+    back_up(pass, &jobs, restore_unfinished).await?;
     report_overdue(pass);
 
     let observed = progress::Observed {

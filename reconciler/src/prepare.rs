@@ -138,16 +138,17 @@ pub fn plan(
         "user {} and group {} (mode {:o})",
         owner.uid, owner.gid, owner.mode
     );
+    let giving = || {
+        waiting(format!(
+            "giving the app's volumes to {whose} (Job {job_name}) before its pods start"
+        ))
+    };
     match job.map(|job| jobs::state(job)) {
         None => Plan {
             start: Some((job_name.clone(), MoverTask::Prepare { replicas, owner })),
-            ..waiting(format!(
-                "giving the app's volumes to {whose} (Job {job_name}) before its pods start"
-            ))
+            ..giving()
         },
-        Some(JobState::Running) => waiting(format!(
-            "giving the app's volumes to {whose} (Job {job_name}) before its pods start"
-        )),
+        Some(JobState::Running) => giving(),
         Some(JobState::Failed(reason)) => waiting(format!(
             "could not give the app's volumes to {whose}: Job {job_name} failed: {reason} \
              (delete the Job to try again)"
