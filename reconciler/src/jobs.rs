@@ -117,7 +117,8 @@ pub type Nodes<'a> = dyn Fn(&str) -> Option<Arc<Node>> + 'a;
 /// (`Unschedulable: …`), the Job controller's refusal to create it (`refusal`, from its
 /// FailedCreate event: an admission policy, a quota), or its node, gone or not ready for
 /// longer than `patience` (its kubelet no longer runs it, whatever its status still says).
-/// None while a pod runs or may still start.
+/// A pod held only until its claims are bound is given five times `patience`. None while a
+/// pod runs or may still start.
 pub fn stuck(
     job: &Job,
     pods: &[Pod],
@@ -130,7 +131,6 @@ pub fn stuck(
         return None;
     }
     let name = job.metadata.name.as_deref().unwrap_or("?");
-    let seconds = patience.as_secs();
     if pods.is_empty() {
         if let Some(refusal) = refusal {
             return Some(format!("its pod could not be created: {refusal}"));
@@ -156,9 +156,40 @@ pub fn stuck(
             .all(|pod| lost(pod).is_some())
             .then(|| format!("its pod cannot go on: {why}"));
     }
+    // Claims the PV controller has yet to bind (a claim made with its volume named, or a
+    // class the scheduler has not seen yet) are bound by its own retries, every 15 s by
+    // default: a pod held for them is given the longer patience.
+    let waited = if waits_for_binding(first) {
+        patience * NO_POD_PATIENCE_FACTOR
+    } else {
+        patience
+    };
+    if !older_than(job, now, waited) {
+        return None;
+    }
     let first = hopeless_wait(first)?;
     live.all(|pod| hopeless_wait(pod).is_some())
-        .then(|| format!("its pod cannot start after {seconds}s: {first}"))
+        .then(|| format!("its pod cannot start after {}s: {first}", waited.as_secs()))
+}
+
+/// What the scheduler says of a pod whose claims are not bound yet, while it binds none of
+/// them itself (not `WaitForFirstConsumer`).
+const UNBOUND_CLAIMS: &str = "pod has unbound immediate PersistentVolumeClaims";
+
+/// Whether `pod` is held by the scheduler only until its claims are bound.
+fn waits_for_binding(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains(UNBOUND_CLAIMS))
+        })
 }
 
 /// Why the node `pod` runs on no longer runs it: gone, or not ready for longer than
@@ -422,10 +453,13 @@ mod tests {
         let unschedulable = pod(serde_json::json!({"phase": "Pending", "conditions": [{
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": "0/1 nodes are available"}]}));
+        let binding = pod(serde_json::json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."}]}));
         let creating = pod(serde_json::json!({"phase": "Pending"}));
         let running = pod(serde_json::json!({"phase": "Running"}));
         let failed = pod(serde_json::json!({"phase": "Failed"}));
-        let cases: [(&str, i64, Vec<Pod>, Option<&str>); 8] = [
+        let cases: [(&str, i64, Vec<Pod>, Option<&str>); 10] = [
             ("too early", 30, vec![pulling.clone()], None),
             (
                 "image",
@@ -444,6 +478,15 @@ mod tests {
                 61,
                 vec![failed, pulling.clone()],
                 Some("ErrImagePull"),
+            ),
+            ("claims still binding", 61, vec![binding.clone()], None),
+            (
+                "claims never bound",
+                301,
+                vec![binding],
+                Some(
+                    "cannot start after 300s: Unschedulable: 0/2 nodes are available: pod has unbound",
+                ),
             ),
             ("may still start", 61, vec![creating], None),
             ("runs", 61, vec![running, pulling], None),
