@@ -49,7 +49,7 @@ use crate::parts;
 use crate::placement;
 use crate::prepare;
 use crate::progress;
-use crate::reads::{self, Decision, Read, Reads, decided};
+use crate::reads::{self, AppPods, Decision, Read, Reads, decided};
 use crate::record::{self, Record, Tally};
 use crate::restores;
 use crate::stops;
@@ -1768,16 +1768,27 @@ async fn decide<P>(
                     .list(&ListParams::default().labels(&selector))
                     .await?;
                 // Fresh: a mover that writes the volumes starts only once the StatefulSet,
-                // as the API server holds it, makes no pod either.
+                // as the API server holds it, makes no pod either, and its controller has
+                // seen that (else pods deleted by someone else are made again from the spec
+                // it knew).
                 let statefulset = pass
                     .api::<StatefulSet>()
                     .get_opt(&names::statefulset(&pass.app.name))
-                    .await?;
+                    .await?
+                    .filter(|sts| kept::controller_uid(&sts.metadata) == Some(&pass.app.uid));
                 let asked = statefulset
-                    .filter(|sts| kept::controller_uid(&sts.metadata) == Some(&pass.app.uid))
-                    .and_then(|sts| sts.spec?.replicas)
+                    .as_ref()
+                    .and_then(|sts| sts.spec.as_ref()?.replicas)
                     .unwrap_or(0);
-                reads.add_app_pods(pods.items.len(), asked);
+                let seen = statefulset.as_ref().is_none_or(|sts| {
+                    let observed = sts.status.as_ref().and_then(|s| s.observed_generation);
+                    observed.is_some() && observed >= sts.metadata.generation
+                });
+                reads.add_app_pods(AppPods {
+                    pods: pods.items.len(),
+                    asked,
+                    seen,
+                });
             }
         }
     }

@@ -361,7 +361,10 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     let location = BackupLocation::NodeRoot("/tmp/backup".into());
     let mut sts =
         value(&children::statefulset(&app_ref, replicas_in_sts, None, None, None).expect("sts"));
-    sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts});
+    // As its controller has seen it.
+    sts["metadata"]["generation"] = json!(1);
+    sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts,
+        "observedGeneration": 1});
     let mut cronjob =
         value(&children::cronjob(&app_ref, "*/5 * * * *", &location, &settings).expect("cron"));
     cronjob["metadata"]["uid"] = json!(CRONJOB_UID);
@@ -1060,6 +1063,33 @@ async fn a_stop_mode_backup_stops_the_app_and_runs_only_once_its_pods_are_gone()
             .as_str()
             .is_some_and(|m| m.contains("1 pod(s) to exit")),
         "{ready}"
+    );
+
+    // No pod left and none asked, but the StatefulSet controller has not seen that yet: it
+    // could still make a pod beside the copy.
+    let app_ref = AppRef::new(&app).expect("app");
+    let mut unseen = value(&children::statefulset(&app_ref, 0, None, None, None).expect("sts"));
+    unseen["metadata"]["generation"] = json!(2);
+    unseen["status"] = json!({"replicas": 1, "observedGeneration": 1});
+    let (_, seen) = running(&app, 0)
+        .on("GET", STS, unseen)
+        .on("GET", JOBS, list(vec![backup.clone()]))
+        .reconcile(app.clone())
+        .await;
+    assert!(
+        !seen.iter().any(|s| s.path == job_path),
+        "the Job waits for the StatefulSet controller"
+    );
+    assert!(
+        status_written(&seen)["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .any(|c| c["type"] == "Ready"
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("StatefulSet controller to see"))),
+        "{seen:#?}"
     );
 
     let (_, seen) = running(&app, 0)

@@ -65,7 +65,7 @@ const MAX_BACKUPS: usize = 2;
 
 /// A pod, as the kubelet runs it.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-enum Pod {
+pub(crate) enum Pod {
     Absent,
     Running,
     /// Deleted or told to stop, but still running: it may still read and write.
@@ -73,7 +73,7 @@ enum Pod {
 }
 
 impl Pod {
-    fn active(self) -> bool {
+    pub(crate) fn active(self) -> bool {
         self != Pod::Absent
     }
 }

@@ -33,6 +33,8 @@ pub mod restores;
 pub mod server;
 #[cfg(test)]
 mod simulation;
+#[cfg(test)]
+mod stop_model;
 pub mod stops;
 pub mod storage;
 pub mod tenancy;

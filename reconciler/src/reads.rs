@@ -39,6 +39,41 @@ pub enum Decision<P> {
     Read(Read),
 }
 
+/// The app's pods and StatefulSet, as the API server holds them now (`Read::AppPods`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppPods {
+    /// The pods of the app that exist, running or terminating.
+    pub pods: usize,
+    /// The replicas its StatefulSet asks for (0 when there is none).
+    pub asked: i32,
+    /// Whether the StatefulSet controller has seen that spec (its `observedGeneration`):
+    /// until it has, it may still make pods for an earlier one, as when pods are deleted
+    /// by someone else.
+    pub seen: bool,
+}
+
+impl AppPods {
+    /// No pod is left, and the StatefulSet makes none, as its controller has seen: a
+    /// mover may take the volumes.
+    pub fn stopped(&self) -> bool {
+        self.pods == 0 && self.asked == 0 && self.seen
+    }
+
+    /// What stopping the app waits for, unless it is stopped.
+    pub fn waiting_for(&self) -> Option<String> {
+        Some(match (self.pods, self.asked, self.seen) {
+            (0, 0, true) => return None,
+            (0, 0, false) => "waiting for the StatefulSet controller to see that its \
+                StatefulSet asks for 0 replicas"
+                .to_string(),
+            (0, asked, _) => {
+                format!("waiting for its StatefulSet to ask for 0 replicas (it asks for {asked})")
+            }
+            (pods, _, _) => format!("waiting for {pods} pod(s) to exit"),
+        })
+    }
+}
+
 /// A read not made yet, as an error, so that decisions can use `?`.
 #[derive(Debug)]
 pub struct Unread(pub Read);
@@ -49,7 +84,7 @@ pub struct Reads {
     messages: HashMap<String, Option<String>>,
     job_pods: HashMap<String, Vec<Pod>>,
     refusals: HashMap<String, Option<String>>,
-    app_pods: Option<(usize, i32)>,
+    app_pods: Option<AppPods>,
     claim_phases: HashMap<String, Option<String>>,
     jobs_exist: HashMap<String, bool>,
 }
@@ -85,8 +120,8 @@ impl Reads {
             .ok_or_else(|| Unread(Read::Refusal(job.to_string())))
     }
 
-    /// How many pods of the app exist, and how many replicas its StatefulSet asks for.
-    pub fn app_pods(&self) -> Result<(usize, i32), Unread> {
+    /// The app's pods and StatefulSet, as the API server holds them now.
+    pub fn app_pods(&self) -> Result<AppPods, Unread> {
         self.app_pods.ok_or(Unread(Read::AppPods))
     }
 
@@ -118,8 +153,8 @@ impl Reads {
         self.refusals.insert(job, refusal);
     }
 
-    pub fn add_app_pods(&mut self, count: usize, replicas_asked: i32) {
-        self.app_pods = Some((count, replicas_asked));
+    pub fn add_app_pods(&mut self, app_pods: AppPods) {
+        self.app_pods = Some(app_pods);
     }
 
     pub fn add_claim_phase(&mut self, name: String, phase: Option<String>) {

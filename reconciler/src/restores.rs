@@ -531,16 +531,18 @@ fn decide(
                     format!("waiting for backup Job {} to finish", backup.name_any()),
                 )
             } else {
-                match reads.app_pods()? {
-                    // Stopped, as observed: no pod, and a StatefulSet that makes none. A
-                    // StatefulSet still asking for replicas could start one beside the mover.
-                    (0, 0) if in_parts && !(named && settled) => (
+                let app_pods = reads.app_pods()?;
+                match app_pods.waiting_for() {
+                    // Not stopped as observed: a pod left, or a StatefulSet that may still
+                    // start one beside the mover.
+                    Some(why) => (RequestPhase::Pending, format!("stopping the app: {why}")),
+                    None if in_parts && !(named && settled) => (
                         RequestPhase::Pending,
                         format!(
                             "the app is stopped: Job {job_name} is made once this status is written"
                         ),
                     ),
-                    (0, 0) => {
+                    None => {
                         // Its Job ran once already and is gone (see `lost`), a restore in one
                         // Job: the app has stayed stopped; restoring the same backup again is
                         // safe and gives the one outcome that can be reported.
@@ -557,16 +559,6 @@ fn decide(
                         start = Some((job_name.clone(), task));
                         (RequestPhase::Running, running_message)
                     }
-                    (0, asked) => (
-                        RequestPhase::Pending,
-                        format!(
-                            "stopping the app: waiting for its StatefulSet to ask for 0 replicas (it asks for {asked})"
-                        ),
-                    ),
-                    (pods, _) => (
-                        RequestPhase::Pending,
-                        format!("stopping the app: waiting for {pods} pod(s) to exit"),
-                    ),
                 }
             };
             record
@@ -582,7 +574,7 @@ fn decide(
 mod tests {
     use super::*;
     use crate::fixtures::{self, reasons};
-    use crate::reads::Read;
+    use crate::reads::{AppPods, Read};
     use hellostateful_api::{HelloStateful, HelloStatefulStatus};
     use serde_json::{Value, json};
 
@@ -634,7 +626,11 @@ mod tests {
 
     fn pods(count: usize) -> Reads {
         let mut reads = Reads::default();
-        reads.add_app_pods(count, 0);
+        reads.add_app_pods(AppPods {
+            pods: count,
+            asked: 0,
+            seen: true,
+        });
         reads
     }
 
@@ -696,7 +692,11 @@ mod tests {
         // No pod left, but the StatefulSet still asks for one: it could start it beside the
         // mover, so the Job waits until the StatefulSet asks for none.
         let mut between = Reads::default();
-        between.add_app_pods(0, 2);
+        between.add_app_pods(AppPods {
+            pods: 0,
+            asked: 2,
+            seen: true,
+        });
         let (decision, record) = run(&app, &[], &between, Default::default());
         let plan = decision.done();
         assert_eq!((plan.replicas, plan.start), (0, None));

@@ -98,7 +98,7 @@ use crate::initial;
 use crate::jobs;
 use crate::location::BackupLocation;
 use crate::parts;
-use crate::reads::{Decision, Read, Reads};
+use crate::reads::{AppPods, Decision, Read, Reads};
 use crate::record::Record;
 use crate::restores;
 
@@ -1104,7 +1104,13 @@ impl Sim {
                 }
                 Decision::Read(Read::AppPods) => {
                     let pods = world.pods.iter().filter(|p| **p).count();
-                    reads.add_app_pods(pods, i32::from(world.asked));
+                    // Its StatefulSet controller sees each spec at once (see `StartPod`);
+                    // `stop_model` lets it lag.
+                    reads.add_app_pods(AppPods {
+                        pods,
+                        asked: i32::from(world.asked),
+                        seen: true,
+                    });
                 }
                 Decision::Read(read) => panic!("{what} asked for a read not modelled: {read:?}"),
             }
@@ -1335,7 +1341,7 @@ impl Action {
 }
 
 /// Job `job` as the API server holds it in `phase`; a set's Job suspended unless `released`.
-fn job_in(job: &Job, phase: Phase, released: bool) -> Arc<Job> {
+pub(crate) fn job_in(job: &Job, phase: Phase, released: bool) -> Arc<Job> {
     let mut job = job.clone();
     // As the Job controller writes them (and `fixtures::job`).
     let ended =

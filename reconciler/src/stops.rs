@@ -80,9 +80,11 @@ pub fn plan(jobs: &[Arc<Job>], restoring: bool, reads: &Reads) -> Result<Plan, U
     if restoring {
         return Ok(waits("it waits for the restore to finish".into()));
     }
-    Ok(match reads.app_pods()? {
+    let app_pods = reads.app_pods()?;
+    Ok(match app_pods.waiting_for() {
+        Some(why) => waits(why),
         // Stopped, as observed: no pod, and a StatefulSet that makes none.
-        (0, 0) => Plan {
+        None => Plan {
             holding: Some(holding_name),
             stopped: true,
             release: waiting
@@ -95,17 +97,13 @@ pub fn plan(jobs: &[Arc<Job>], restoring: bool, reads: &Reads) -> Result<Plan, U
                  (backup.consistency.mode stop); it starts again when the Job ends"
             )),
         },
-        (0, asked) => waits(format!(
-            "waiting for its StatefulSet to ask for 0 replicas (it asks for {asked})"
-        )),
-        (pods, _) => waits(format!("waiting for {pods} pod(s) to exit")),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reads::Read;
+    use crate::reads::{AppPods, Read};
     use serde_json::json;
 
     fn backup_job(name: &str, stops: bool, suspended: bool, extra: serde_json::Value) -> Arc<Job> {
@@ -139,7 +137,11 @@ mod tests {
 
     fn pods(count: usize, asked: i32) -> Reads {
         let mut reads = Reads::default();
-        reads.add_app_pods(count, asked);
+        reads.add_app_pods(AppPods {
+            pods: count,
+            asked,
+            seen: true,
+        });
         reads
     }
 
