@@ -255,6 +255,39 @@ test_api_server_restart_mid_reconcile_converges() {
   [[ $(reconciler_restarts) == "$restarts" ]] || { echo "the reconciler restarted"; return 1; }
 }
 
+# A backup in stop mode is let run only once the StatefulSet controller has seen the app
+# asked to stop. The controller-manager frozen (SIGSTOP: a long pause, a lagging watch), the
+# app's pod deleted by hand leaves no pod and a StatefulSet asking for none, but one its
+# controller has not seen: it could still make the pod again from the spec it knew, beside
+# the copy. The backup waits, suspended, and status says for what; thawed, the controller
+# sees the spec, and the backup runs and the app starts again.
+test_a_stop_mode_backup_waits_for_the_statefulset_controller_to_see_the_app_stopped() {
+  local ns pid ready='{.status.conditions[?(@.type=="Ready")].message}'
+  ns=$(new_ns seen)
+  trap "[[ -z \${pid:-} ]] || kill -CONT \$pid 2>/dev/null || true; cleanup_ns '$ns'" EXIT
+  app_yaml web '{"replicas": 1, "backup": {"consistency": {"mode": "stop", "maxStopSeconds": 300}}}' |
+    kubectl -n "$ns" apply -f - >/dev/null
+  wait_for "web Ready" 120 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+  wait_for "web wrote" 60 lines_at_least "$(host_log "$ns" web 0)" 1
+  pid=$(cat "${HS_E2E_STATE:-/var/lib/hellostateful-e2e}/pids/kube-controller-manager.pid")
+  kill -STOP "$pid"
+  plugin -n "$ns" backup web --wait=false >/dev/null
+  wait_for "the app asked to stop, its pod left running" 60 status_contains "$ns" web "$ready" "1 pod(s) to exit" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(kubectl -n "$ns" get statefulset web -o jsonpath='{.spec.replicas}') == 0 ]]
+  kubectl -n "$ns" delete pod web-0 --force --grace-period=0 >/dev/null 2>&1
+  wait_for "status naming the StatefulSet controller" 60 status_contains "$ns" web "$ready" "StatefulSet controller to see" ||
+    { on_fail "$ns"; return 1; }
+  [[ $(kubectl -n "$ns" get jobs -l app.kubernetes.io/component=backup -o jsonpath='{.items[*].spec.suspend}') == true ]] ||
+    { echo "the backup was let run"; kubectl -n "$ns" get jobs -o wide; return 1; }
+  kill -CONT "$pid"
+  pid=""
+  wait_for "the backup" 180 bash -c "[[ \$(kubectl -n '$ns' get hellostateful web -o jsonpath='{.status.backupRequest.phase}') == Succeeded ]]" ||
+    { on_fail "$ns"; return 1; }
+  wait_for "web Ready again" 120 app_ready "$ns" web || { on_fail "$ns"; return 1; }
+  has_event "$ns" StoppedForBackup
+}
+
 # lease_holder: the reconciler pod that holds the leader Lease.
 lease_holder() { kubectl -n "$RECONCILER_NS" get lease hellostateful-reconciler -o jsonpath='{.spec.holderIdentity}'; }
 
@@ -496,6 +529,7 @@ run_test bad_annotations_are_reported_and_nothing_restarts test_bad_annotations_
 run_test --alone api_server_restart_mid_reconcile_converges test_api_server_restart_mid_reconcile_converges
 run_test --alone a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back
 run_test --alone two_reconcilers_and_a_paused_leader_never_act_at_once test_two_reconcilers_and_a_paused_leader_never_act_at_once
+run_test --alone a_stop_mode_backup_waits_for_the_statefulset_controller test_a_stop_mode_backup_waits_for_the_statefulset_controller_to_see_the_app_stopped
 run_test reconciler_has_least_privilege test_reconciler_has_least_privilege
 wait_beside
 summary
