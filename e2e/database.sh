@@ -91,7 +91,9 @@ wait \$! || wait \$!"
 test_a_stop_mode_backup_under_load_restores_a_consistent_database() {
   local id before after
   # pgbench clients in a pod of their own, through the Service, again whenever the server
-  # goes away (the backup stops it).
+  # goes away (the backup stops it). The server comes back in a new pod at a new address:
+  # each attempt is bounded (a connection begun to the old address as it went away would
+  # wait out TCP's own timeout, minutes).
   kubectl -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: batch/v1
 kind: Job
@@ -106,7 +108,8 @@ spec:
         image: $PG_IMAGE
         env:
         - {name: PGPASSWORD, valueFrom: {secretKeyRef: {name: pg-password, key: password}}}
-        command: ["/bin/sh", "-c", "while :; do $PG_BIN/pgbench -h $APP -U postgres -n -c 2 -T 5 postgres >/dev/null 2>&1 || sleep 1; done"]
+        - {name: PGCONNECT_TIMEOUT, value: "3"}
+        command: ["/bin/sh", "-c", "while :; do timeout -s KILL 20 $PG_BIN/pgbench -h $APP -U postgres -n -c 2 -T 5 postgres >/dev/null 2>&1 || sleep 1; done"]
         securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
 EOF
   wait_for "transactions committed under load" 120 committed_at_least 200 || { on_fail "$NS"; return 1; }
