@@ -53,13 +53,9 @@ pub struct AppPods {
 }
 
 impl AppPods {
-    /// No pod is left, and the StatefulSet makes none, as its controller has seen: a
-    /// mover may take the volumes.
-    pub fn stopped(&self) -> bool {
-        self.pods == 0 && self.asked == 0 && self.seen
-    }
-
-    /// What stopping the app waits for, unless it is stopped.
+    /// What stopping the app waits for; None once it is stopped (no pod left, and a
+    /// StatefulSet that makes none, as its controller has seen): a mover may take the
+    /// volumes.
     pub fn waiting_for(&self) -> Option<String> {
         Some(match (self.pods, self.asked, self.seen) {
             (0, 0, true) => return None,
