@@ -284,11 +284,32 @@ fn cached<K: Cached>(
     config: &watcher::Config,
     writer: Writer<K::Kept>,
 ) -> impl Stream<Item = Result<K::Kept, watcher::Error>> + Send + use<K> {
+    let store = writer.as_reader();
     let objects = watcher(Api::<K>::all(client.clone()), config.clone())
         .map_ok(kept_event::<K>)
+        .try_filter(move |event| std::future::ready(is_news(&store, event)))
         .reflect(writer)
         .touched_objects();
     watch::resilient(objects, K::kind(&()).into_owned())
+}
+
+/// Whether `event` may change what a pass reads, and so must wake the object's app: not an
+/// update that leaves what the cache keeps of the object (`store` holds that) as it is, such
+/// as a new volume going from Pending to Available to Bound, or a StatefulSet's status
+/// written by its controller with no replica ready. Creating apps by the thousand then wakes
+/// each about once per child, not once per write of each child's own controller. (What the
+/// store already holds needs no store update either, so such an event goes no further.)
+fn is_news<T>(store: &Store<T>, event: &watcher::Event<T>) -> bool
+where
+    T: Resource<DynamicType = ()> + Clone + PartialEq,
+{
+    match event {
+        watcher::Event::Apply(object) => store
+            .get(&ObjectRef::from_obj(object))
+            .is_none_or(|kept| *kept != *object),
+        // Deletions, and lists after a lost watch: as before, every one wakes its app.
+        _ => true,
+    }
 }
 
 fn kept_event<K: Cached>(event: watcher::Event<K>) -> watcher::Event<K::Kept> {
@@ -322,6 +343,41 @@ mod tests {
                 "kind": kind, "name": "x", "uid": uid, "controller": true}]);
         }
         serde_json::from_value(job).expect("a Job")
+    }
+
+    fn volume(phase: &str) -> KeptOf<PersistentVolume> {
+        let volume: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv1", "uid": "u1", "resourceVersion": phase.len().to_string(),
+                         "labels": names::labels("hello", names::Component::Backup)},
+            "spec": {"hostPath": {"path": "/backups/a"}},
+            "status": {"phase": phase}}))
+        .expect("a volume");
+        volume.keep()
+    }
+
+    #[test]
+    fn only_a_change_of_what_passes_read_wakes_an_app() {
+        use watcher::Event::{Apply, Delete, InitApply};
+        let (store, mut writer) = reflector::store::<KeptOf<PersistentVolume>>();
+        fill(&mut writer);
+        let mut seen = |event: watcher::Event<KeptOf<PersistentVolume>>| {
+            let news = is_news(&store, &event);
+            if news {
+                writer.apply_watcher_event(&event);
+            }
+            news
+        };
+        assert!(seen(Apply(volume("Pending"))), "a new volume");
+        // Its phase changes, not what the cache keeps of it.
+        assert!(!seen(Apply(volume("Available"))));
+        assert!(!seen(Apply(volume("Bound"))));
+        assert!(seen(Apply(volume("Released"))), "released is read");
+        assert!(seen(Delete(volume("Released"))));
+        assert!(seen(Apply(volume("Released"))), "deleted, then seen again");
+        assert!(
+            seen(InitApply(volume("Released"))),
+            "a list after a lost watch"
+        );
     }
 
     #[test]

@@ -328,6 +328,9 @@ pub fn statefulset(
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": spec.storage_class().unwrap_or(""),
                 "resources": {"requests": {"storage": spec.storage_size()}},
+                // The API server's default, said: the next pass carries the templates on
+                // as the API server returns them, and finds them the same.
+                "volumeMode": "Filesystem",
             },
         }]),
     };

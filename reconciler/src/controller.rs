@@ -10,7 +10,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use hellostateful_api::names::{self, Component};
 use hellostateful_api::{HelloStateful, HelloStatefulStatus, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -41,6 +41,7 @@ use crate::fence::Fence;
 use crate::initial;
 use crate::jobs::{self, JobState};
 use crate::kept::{self, AppOf, Kept, View};
+use crate::known::{Basis, KnownApps};
 use crate::leader::Leadership;
 use crate::location::{self, BackupLocation};
 use crate::metrics::{self, Metrics};
@@ -102,10 +103,9 @@ pub struct Context {
     start_patience: Duration,
     /// The children as the watches last saw them.
     pub cache: Cache,
-    /// Per app uid, the resourceVersion of the app as this replica last knew it (after its
-    /// own status write, or as read): a cached app at another version may predate a status
-    /// write of ours, and is read again before status is built on it.
-    known_versions: Mutex<HashMap<String, String>>,
+    /// What this replica last knew of each app (see `known`): a cached app at another
+    /// version may predate a status write of ours.
+    known: KnownApps,
     /// Per StatefulSet and CronJob ("Kind/namespace/name"): the prints of what was last
     /// desired and of the object's version then, when it held all that was desired.
     in_line: Mutex<HashMap<String, (u64, u64)>>,
@@ -129,7 +129,7 @@ impl Context {
             fence: Fence::default(),
             start_patience: START_PATIENCE,
             cache,
-            known_versions: Mutex::default(),
+            known: KnownApps::default(),
             in_line: Mutex::default(),
             stuck_checked: Mutex::default(),
         }
@@ -154,20 +154,27 @@ impl Context {
         }
     }
 
-    /// Records the version of `app` a pass ended with (`None`: forget the app).
-    fn remember_version(&self, app: &HelloStateful, version: Option<String>) {
-        let (Some(uid), Ok(mut versions)) = (app.uid(), self.known_versions.lock()) else {
-            return;
-        };
-        match version {
-            Some(version) => versions.insert(uid, version),
-            None => versions.remove(&uid),
-        };
+    /// Records what a pass built on `app` left: the app as its status write returned it, or
+    /// (`None`) `app` itself, unwritten. A refused write forgets the app: the next pass reads it.
+    fn remember(
+        &self,
+        app: &HelloStateful,
+        written: Result<Option<HelloStateful>, Error>,
+    ) -> Result<(), Error> {
+        match written {
+            Ok(Some(written)) => self.known.written(written),
+            Ok(None) => self.known.seen(app),
+            Err(error) => {
+                self.known.forget(&app.uid().unwrap_or_default());
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     /// Forgets everything kept of a deleted app, so that the maps do not grow with churn.
     fn forget(&self, app: &AppRef<'_>) {
-        self.remember_version(app.app, None);
+        self.known.forget(&app.uid);
         self.metrics.forget(&metrics::AppLabel {
             namespace: app.namespace.clone(),
             name: app.name.clone(),
@@ -195,6 +202,7 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, writers: Writers) {
     let client = ctx.client.clone();
     let apps = Api::<HelloStateful>::all(client.clone());
+    let watch_ctx = ctx.clone();
     let managed = WatcherConfig::default()
         .timeout(WATCH_TIMEOUT_SECS)
         .page_size(LIST_PAGE)
@@ -216,6 +224,11 @@ pub async fn run(ctx: Arc<Context>, writers: Writers) {
         // and an annotation that is not read must not start a pass either.
         .modify(|app: &mut HelloStateful| kept::keep_app(&mut app.metadata))
         .reflect(writer)
+        .inspect_ok(move |event| {
+            if let watcher::Event::Apply(app) | watcher::Event::InitApply(app) = event {
+                watch_ctx.known.delivered(app);
+            }
+        })
         .applied_objects();
     let trigger = watch::resilient(trigger, "HelloStateful".into()).predicate_filter(
         predicates::generation::<HelloStateful>
@@ -427,9 +440,8 @@ async fn report_refusal(app: &HelloStateful, ctx: &Context, error: &Error) -> Re
         )
         .await;
     }
-    let version = write_status(ctx, app, &old, status).await?;
-    ctx.remember_version(app, version);
-    Ok(())
+    let written = write_status(ctx, app, &old, status).await;
+    ctx.remember(app, written)
 }
 
 /// Deletion: stop the app and everything that reads or writes its volumes, wipe its live
@@ -1090,8 +1102,8 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     } = pass.record;
     // Status first: an event must never claim what status does not yet say, and an action
     // is counted once its end is on record.
-    let version = write_status(&ctx, &app, &old, status).await?;
-    ctx.remember_version(&app, version);
+    let written = write_status(&ctx, &app, &old, status).await;
+    ctx.remember(&app, written)?;
     for tally in tallies {
         match tally {
             Tally::BackupSucceeded { bytes } => {
@@ -1117,23 +1129,20 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
     action
 }
 
-/// The app to build this pass on. The cached copy lags a moment behind the API server, and
-/// building status on a copy older than this replica's own last status write would write
-/// old conditions back: a copy at any other version than the one last known is read again.
-/// At rest the versions agree and nothing is read.
+/// The app to build this pass on: the cached copy, unless it may predate this replica's own
+/// last status write (`known`). At rest the versions agree and nothing is read.
 async fn current(app: &HelloStateful, ctx: &Context) -> Result<HelloStateful, Error> {
-    let uid = app.uid().unwrap_or_default();
-    let known = ctx
-        .known_versions
-        .lock()
-        .ok()
-        .and_then(|versions| versions.get(&uid).cloned());
-    if known.is_none() || known == app.resource_version() {
-        return Ok(app.clone());
+    match ctx.known.basis(app) {
+        Basis::Cached => Ok(app.clone()),
+        Basis::Written(written) => Ok(written.as_ref().clone()),
+        Basis::Read => {
+            let api = Api::<HelloStateful>::namespaced(
+                ctx.client.clone(),
+                &app.namespace().unwrap_or_default(),
+            );
+            Ok(api.get(&app.name_any()).await?)
+        }
     }
-    let api =
-        Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
-    Ok(api.get(&app.name_any()).await?)
 }
 
 async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
@@ -1288,10 +1297,6 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let replicas = prepared
         .runs_at_most
         .map_or(replicas, |most| replicas.min(most));
-    if let Some(templates) = &claim_templates {
-        let claims = cache.data_claims(&app.namespace, &app.name);
-        storage::report_drift(app, templates, claims, &mut pass.record);
-    }
     let record = initial_outcome.as_ref().map(initial::Outcome::record);
     let pinned = storage::pods_node(
         app,
@@ -1315,6 +1320,16 @@ async fn converge(pass: &mut Pass<'_>) -> Result<Action, Error> {
     }
     pass.apply_unless_in_line(&desired, statefulset.as_ref().map(|s| s.view.version))
         .await?;
+    // The volumes it makes, from the templates it was made with (said in the pass that
+    // makes it, so that a new app's status is written once, not again a pass later).
+    if let Some(templates) = desired
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.volume_claim_templates.as_deref())
+    {
+        let claims = cache.data_claims(&app.namespace, &app.name);
+        storage::report_drift(app, templates, claims, &mut pass.record);
+    }
     // Their outcome is in the StatefulSet now.
     end_jobs(pass, prepared.end, "it ends at its TTL").await;
     let recorded = statefulset
@@ -1954,14 +1969,15 @@ async fn merge_into_job(pass: &Pass<'_>, job_name: &str, patch: Value) -> Result
 
 /// Writes status by server-side apply, only when it changed; returns the app's
 /// resourceVersion after the pass.
+/// Writes `status` unless it is `old`; returns the app as written, if it was.
 async fn write_status(
     ctx: &Context,
     app: &HelloStateful,
     old: &HelloStatefulStatus,
     status: HelloStatefulStatus,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<HelloStateful>, Error> {
     if &status == old {
-        return Ok(app.resource_version());
+        return Ok(None);
     }
     let api =
         Api::<HelloStateful>::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
@@ -1982,7 +1998,7 @@ async fn write_status(
             &Patch::Apply(&patch),
         )
         .await?;
-    Ok(written.resource_version())
+    Ok(Some(written))
 }
 
 async fn publish(

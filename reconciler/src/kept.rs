@@ -32,7 +32,14 @@ pub trait Cached:
     Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static
 {
     /// What the cache holds of one object.
-    type Kept: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
+    type Kept: Resource<DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + PartialEq
+        + Send
+        + Sync
+        + 'static;
 
     /// The object as the cache keeps it.
     fn keep(self) -> Self::Kept;
@@ -164,7 +171,7 @@ pub trait View: Clone + Debug + DeserializeOwned + Send + Sync + 'static {
 /// A child as the cache keeps it: its name, namespace (the store's key) and uid, the app it
 /// belongs to, whether it is being deleted, and `view`, what passes read of its kind.
 /// (Deserialize only because `Controller::watches_stream` asks it of what it maps.)
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct Kept<V> {
     metadata: ObjectMeta,
     /// From the child's labels: which app's events it wakes. Labels can be forged; whose it
@@ -308,7 +315,7 @@ fn is_storage(meta: &ObjectMeta) -> bool {
 }
 
 /// What passes read of a StatefulSet; the rest is compared through its version.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct StatefulSetView {
     /// `version_print` of the object.
     pub version: u64,
@@ -338,11 +345,22 @@ impl View for StatefulSetView {
             initial_restore: sts.annotations().get(names::INITIAL_RESTORE).cloned(),
             prepared: sts.annotations().get(names::PREPARED).cloned(),
             pods_node: children::pods_node(sts),
+            // Without the status the API server gives each template, so that what is carried
+            // into the next apply is what was applied (and is found in line, unread).
             claim_templates: sts
                 .spec
                 .as_ref()
                 .and_then(|spec| spec.volume_claim_templates.as_ref())
-                .and_then(|templates| serde_json::to_string(templates).ok()),
+                .and_then(|templates| {
+                    let templates: Vec<_> = templates
+                        .iter()
+                        .map(|template| PersistentVolumeClaim {
+                            status: None,
+                            ..template.clone()
+                        })
+                        .collect();
+                    serde_json::to_string(&templates).ok()
+                }),
         }
     }
 }
@@ -354,7 +372,7 @@ impl StatefulSetView {
 }
 
 /// What passes read of a PersistentVolumeClaim.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct ClaimView {
     /// A claim of the app's data (not of its backups).
     pub storage: bool,
@@ -381,7 +399,7 @@ impl View for ClaimView {
 }
 
 /// What passes read of a PersistentVolume.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct VolumeView {
     /// A volume of the app's data (not of its backups).
     pub storage: bool,
@@ -415,7 +433,7 @@ impl View for VolumeView {
 }
 
 /// A CronJob is only compared through its version (and watched as metadata alone).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct CronJobView {
     /// `version_print` of the object.
     pub version: u64,

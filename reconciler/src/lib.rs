@@ -19,6 +19,7 @@ mod fixtures;
 pub mod initial;
 pub mod jobs;
 pub mod kept;
+pub mod known;
 pub mod leader;
 pub mod location;
 pub mod metrics;
