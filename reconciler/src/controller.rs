@@ -155,7 +155,7 @@ impl Context {
     }
 
     /// Records what a pass built on `app` left: the app as its status write returned it, or
-    /// (`None`) `app` itself, unwritten. A refused write forgets the app: the next pass reads it.
+    /// (`None`) `app` itself, unwritten. After a refused write the next pass reads the app.
     fn remember(
         &self,
         app: &HelloStateful,
@@ -165,7 +165,7 @@ impl Context {
             Ok(Some(written)) => self.known.written(written),
             Ok(None) => self.known.seen(app),
             Err(error) => {
-                self.known.forget(&app.uid().unwrap_or_default());
+                self.known.refused(&app.uid().unwrap_or_default());
                 return Err(error);
             }
         }

@@ -607,12 +607,31 @@ async fn status_is_written_only_onto_the_version_the_pass_decided_on() {
     let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
         "reason": "Conflict", "code": 409, "message": "the object has been modified"});
     let (result, _) = running(&app, 1)
-        .refuse("PATCH", STATUS, conflict)
-        .reconcile(app)
+        .refuse("PATCH", STATUS, conflict.clone())
+        .reconcile(app.clone())
         .await;
     assert!(
         result.is_err_and(|error| error.contains("modified")),
         "a refused status write is not taken for written"
+    );
+    // The next pass reads the app (the cache may not have the newer version yet) rather
+    // than build on a copy it knows to be old.
+    let (_, seen) = running(&app, 1)
+        .refuse("PATCH", STATUS, conflict)
+        .passes(vec![app.clone(), app])
+        .await;
+    let requests: Vec<_> = seen
+        .iter()
+        .filter(|s| s.path == APP || s.path == STATUS)
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            format!("PATCH {STATUS}"),
+            format!("GET {APP}"),
+            format!("PATCH {STATUS}")
+        ]
     );
 }
 

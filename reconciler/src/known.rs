@@ -29,6 +29,9 @@ enum Known {
     Version(String),
     /// The app as this replica's last status write returned it, not yet delivered by the watch.
     Written(Arc<HelloStateful>),
+    /// A write built on what was known was refused: someone wrote the app since, at a
+    /// version not known here.
+    Refused,
 }
 
 impl Known {
@@ -36,6 +39,7 @@ impl Known {
         match self {
             Known::Version(version) => Some(version),
             Known::Written(app) => app.metadata.resource_version.as_deref(),
+            Known::Refused => None,
         }
     }
 }
@@ -111,8 +115,15 @@ impl KnownApps {
         }
     }
 
-    /// Forgets app `uid`: deleted, or a write built on what was known of it was refused (the
-    /// next pass reads it).
+    /// A status write built on what was known of app `uid` was refused: the next pass reads
+    /// it (the cached copy may still be older than this replica's earlier writes).
+    pub fn refused(&self, uid: &str) {
+        if let Ok(mut apps) = self.apps.lock() {
+            apps.insert(uid.to_string(), Known::Refused);
+        }
+    }
+
+    /// Forgets app `uid`, deleted.
     pub fn forget(&self, uid: &str) {
         if let Ok(mut apps) = self.apps.lock() {
             apps.remove(uid);
@@ -190,9 +201,16 @@ mod tests {
         );
         kept::keep_app(&mut annotated.metadata);
         assert_eq!(known.basis(&annotated), Basis::Read);
-        // A refused write forgets it: the cached copy is built on again.
-        known.forget("u1");
+        // After a refused write, whatever the cache holds is read again, until a pass wrote
+        // or found a version.
+        known.refused("u1");
+        assert_eq!(known.basis(&app("2", 1, "True")), Basis::Read);
+        assert_eq!(known.basis(&app("3", 2, "True")), Basis::Read);
+        known.seen(&app("3", 2, "True"));
         assert_eq!(known.basis(&app("3", 2, "True")), Basis::Cached);
+        // A deleted app is forgotten.
+        known.forget("u1");
+        assert_eq!(known.basis(&app("1", 1, "True")), Basis::Cached);
     }
 
     #[test]
