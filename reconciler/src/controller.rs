@@ -1967,9 +1967,8 @@ async fn merge_into_job(pass: &Pass<'_>, job_name: &str, patch: Value) -> Result
     Ok(())
 }
 
-/// Writes status by server-side apply, only when it changed; returns the app's
-/// resourceVersion after the pass.
-/// Writes `status` unless it is `old`; returns the app as written, if it was.
+/// Writes `status` by server-side apply unless it is `old`; returns the app as written, if
+/// it was.
 async fn write_status(
     ctx: &Context,
     app: &HelloStateful,
