@@ -103,6 +103,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
+      terminationGracePeriodSeconds: 1
       containers:
       - name: pgbench
         image: $PG_IMAGE
@@ -120,7 +121,10 @@ EOF
   wait_for "postgres Ready after the backup" 180 app_ready "$NS" "$APP" || { on_fail "$NS"; return 1; }
   before=$(sql 'select count(*) from pgbench_history')
   wait_for "the clients write on after the backup" 120 committed_at_least $((before + 200)) || { on_fail "$NS"; return 1; }
-  kubectl -n "$NS" delete job load --wait=true --timeout=60s >/dev/null
+  # Foreground: the Job goes only once its pod has gone, so no client writes after the count
+  # (a background delete leaves the pod writing through its grace period, into the restored
+  # database too).
+  kubectl -n "$NS" delete job load --cascade=foreground --wait=true --timeout=90s >/dev/null
   before=$(sql 'select count(*) from pgbench_history')
 
   [[ $(request "$NS" "$APP" restore "hello-stateful.example.com/restore-from=$id") == Succeeded ]] ||
