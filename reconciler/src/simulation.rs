@@ -42,6 +42,19 @@
 //! (the initial restore's, 4 faults: 1,287,121 in 24 s). Before the two faults above: 291,389
 //! states with 3 faults, and 5,915,115 with 4 and `HS_SIM_DELETE=1` in 729 s (debug build).
 //!
+//! A deposed leader (`Action::Depose`, defect 10 of the issue): a pass decided on the world
+//! as it is, its writes held in flight until they land (`Action::LandLate`) among the new
+//! leader's moves. The API server takes them as `fence.rs` says: its Job and StatefulSet
+//! writes are refused (the first ends its pass, which then writes status as it stood with
+//! the refusal in it), and a status write lands only on the app it was decided on (its
+//! resourceVersion precondition). Every property holds with it; without the fence the check
+//! finds a mover run beside the app, and without the precondition a backup sealing a mix
+//! (both tests below). A pass on the app one change behind (`Action::StalePass`): a new
+//! leader whose watch has not delivered its predecessor's last write. Figures with both
+//! (same machine): 2 faults (the default) 72,900 states in 6 s, the initial restore's
+//! 14,900 in 1 s (debug build); 3 faults 1,936,156 in 58 s and 199,475 in 5 s (release
+//! build).
+//!
 //! Fault-free moves (a pass, a pod started or stopped, a Job's mover running to its end) are
 //! always possible, in any order; faults too, up to a budget per run (`HS_SIM_FAULTS`),
 //! which keeps the state space finite and small. Time is not modelled but as a fault: Jobs
@@ -69,15 +82,17 @@
 //! Left out: a backup begun before a restore asked (the restore waits for it, and a stale
 //! cache could hide it); a backup not in parts; the one-pod restore of apps not in parts;
 //! tokens set while the initial restore runs or after the app is made (on-demand restores
-//! of a new app); `spec.restoreFrom`; more than two replicas; stale caches (a pass here sees the cluster
-//! as it is, where the real controller decides from its watch caches and reads only pods
-//! and termination messages fresh); a pass that fails midway (only its status write is
-//! lost here); a cordoned node (`node_unfit`); stuck Jobs and their stopping; a running Job
-//! deleted; the mover's failures that are not crashes (no backup, parts staging different
-//! backups); crashes inside a step other than those `Crash` names; a commit's pod lost with
-//! a node. A reconciler restart is no action: a pass starts from the durable state (the
-//! app, its status, the cluster) whatever ran before, so a restart between any two steps
-//! is already covered.
+//! of a new app); `spec.restoreFrom`; more than two replicas; caches of Jobs and the
+//! StatefulSet that lag (a pass here lists Jobs as they are, as the real controller does
+//! while the app it decides on says a restore may run, and reads pods and termination
+//! messages fresh; `Action::StalePass` lets the app lag one change behind, which every
+//! property survives even with its status write let through); a pass that fails midway
+//! (only its status write is lost here); a cordoned node (`node_unfit`); stuck Jobs and
+//! their stopping; a running Job deleted; the mover's failures that are not crashes (no
+//! backup, parts staging different backups); crashes inside a step other than those `Crash`
+//! names; a commit's pod lost with a node. A reconciler restart is no action: a pass starts
+//! from the durable state (the app, its status, the cluster) whatever ran before, so a
+//! restart between any two steps is already covered.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -471,6 +486,53 @@ struct World {
     backup_marked: bool,
     /// What the backup's seal recorded as one snapshot: each volume's data.
     sealed: Option<[Data; REPLICAS as usize]>,
+    /// The writes of a pass decided by a leader since deposed, still on their way to the
+    /// API server (`Action::Depose`).
+    late: Option<LateWrites>,
+    /// The app one change behind, as a lagging watch may still show it to a replica that
+    /// does not know the newer write (`Action::StalePass`); kept only while a fault may
+    /// still be injected.
+    behind: Option<AppCopy>,
+}
+
+/// What a pass wrote, decided on the world as it was then: a deposed leader's writes in
+/// flight (a request delayed in the network, a retried connection) land after the new
+/// leader acted.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct LateWrites {
+    /// Jobs it creates.
+    make: Vec<JobKey>,
+    /// Set Jobs it lets run.
+    release: Vec<JobKey>,
+    /// Whether it marks the backup's set Job begun.
+    mark_backup: bool,
+    /// The replicas it sets on the StatefulSet, if it changes them.
+    asked: Option<u8>,
+    /// The StatefulSet it makes, with the initial restore's outcome recorded.
+    made: Option<Option<String>>,
+    /// Its status write, if it changes status.
+    status: Option<Durable>,
+    /// The app it decided on: its status write's resourceVersion precondition holds only
+    /// while the app is as it was.
+    basis: AppCopy,
+}
+
+/// What a pass reads of the app itself: its annotation, its spec's switch, its status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct AppCopy {
+    token: Option<u8>,
+    turned_off: bool,
+    status: Durable,
+}
+
+impl AppCopy {
+    fn of(world: &World) -> Self {
+        Self {
+            token: world.token,
+            turned_off: world.turned_off,
+            status: world.status.clone(),
+        }
+    }
 }
 
 impl World {
@@ -499,6 +561,8 @@ impl World {
             backup_read: [None; REPLICAS as usize],
             backup_marked: false,
             sealed: None,
+            late: None,
+            behind: None,
         }
     }
 
@@ -755,6 +819,20 @@ enum Action {
     /// seeing the schedule suspended for the restore (suspended, it makes the same Job as an
     /// on-demand backup's: a set of two parts).
     StartBackup,
+    /// The leader decides a pass on the world as it is and is deposed before its writes
+    /// arrive (they are held in `World::late`); the passes from here on are the new
+    /// leader's.
+    Depose,
+    /// A pass on the app one change behind (`World::behind`): the leader's watch lags behind
+    /// a write it does not know of (its predecessor's last status write, made just before
+    /// it took over; a user's change), while its reads of Jobs and pods are as the world is.
+    /// Its Job and StatefulSet writes land; its status write is refused by its
+    /// resourceVersion precondition.
+    StalePass,
+    /// The deposed leader's writes arrive (no fault: once sent, they land sometime). The
+    /// fence (`fence.rs`) refuses its Job creates and patches and its StatefulSet write;
+    /// its status write lands only if the app is as it decided on (its resourceVersion).
+    LandLate,
 }
 
 /// The checked system: the real decisions, and the objects they read.
@@ -777,6 +855,12 @@ struct Sim {
     max_tokens: u8,
     /// Whether `Action::DeleteJob` is a fault to explore.
     any_delete: bool,
+    /// Whether the API server fences a deposed leader's writes, as the shipped admission
+    /// policy does (off only to show that the check needs it).
+    fence: bool,
+    /// Whether a status write carries the app's resourceVersion as a precondition, as
+    /// `controller::write_status` does (off only to show that the check needs it).
+    precondition: bool,
     /// Kinds of fault left out (`HS_SIM_WITHOUT`, comma-separated `Action::kind`s): to
     /// find the counterexamples a fault does not take part in.
     without: Vec<String>,
@@ -937,6 +1021,8 @@ impl Sim {
             max_faults,
             max_tokens,
             any_delete: false,
+            fence: true,
+            precondition: true,
             without: std::env::var("HS_SIM_WITHOUT")
                 .unwrap_or_default()
                 .split(',')
@@ -1020,8 +1106,15 @@ impl Sim {
             next.status.status(),
             "a pass wrote a status field the model does not keep (see `Durable`)"
         );
+        self.check_ack(&world.status, &mut next);
+        next
+    }
+
+    /// Keeps in `next` whether its status, written over `before`, acknowledges a token
+    /// Succeeded while the volumes do not all hold its backup.
+    fn check_ack(&self, before: &Durable, next: &mut World) {
         let acked = next.status.request.as_ref();
-        if acked != world.status.request.as_ref()
+        if acked != before.request.as_ref()
             && let Some(ack) = acked.filter(|a| a.phase == AckPhase::Succeeded)
         {
             let holds = (0..=self.max_tokens)
@@ -1029,7 +1122,105 @@ impl Sim {
                 .is_some_and(|n| next.all_hold(Data::Restored(n)));
             next.false_ack |= !holds;
         }
-        next
+    }
+
+    /// The writes a pass decided on `world` makes, as `LateWrites`; none if it writes
+    /// nothing.
+    fn writes_of_a_pass(&self, world: &World) -> Option<LateWrites> {
+        let decided = self.pass(world);
+        let writes = LateWrites {
+            make: decided
+                .jobs
+                .keys()
+                .filter(|key| !world.jobs.contains_key(key))
+                .copied()
+                .collect(),
+            release: decided
+                .jobs
+                .iter()
+                .filter(|(key, run)| {
+                    run.released && world.jobs.get(key).is_some_and(|was| !was.released)
+                })
+                .map(|(key, _)| *key)
+                .collect(),
+            mark_backup: decided.backup_marked && !world.backup_marked,
+            asked: (decided.asked != world.asked).then_some(decided.asked),
+            made: if world.made.is_none() {
+                decided.made.clone()
+            } else {
+                None
+            },
+            status: (decided.status != world.status).then(|| decided.status.clone()),
+            basis: AppCopy::of(world),
+        };
+        let writes_nothing = writes.make.is_empty()
+            && writes.release.is_empty()
+            && !writes.mark_backup
+            && writes.asked.is_none()
+            && writes.made.is_none()
+            && writes.status.is_none();
+        (!writes_nothing).then_some(writes)
+    }
+
+    /// `late`'s writes arriving at the API server now, into `next`, in the pass's order: its
+    /// writes of Jobs and the StatefulSet (each sent once the one before it was answered),
+    /// then its status.
+    fn land(&self, late: LateWrites, next: &mut World) {
+        let fenced = !late.make.is_empty()
+            || !late.release.is_empty()
+            || late.mark_backup
+            || late.asked.is_some()
+            || late.made.is_some();
+        let mut status = late.status;
+        if self.fence && fenced {
+            // Its first write is refused, which ends the pass: as `controller::apply` does,
+            // status is written as it stood, the refusal said in it.
+            let refusal = kube::core::Status::failure(
+                "refused: this jobs write names the leader a, but the reconciler's Lease is \
+                 held by b (a deposed leader's late write)",
+                "Forbidden",
+            )
+            .with_code(403);
+            let mut record = Record::new(late.basis.status.status(), Some(1));
+            record.refused(&Error::Kube(kube::Error::Api(Box::new(refusal))));
+            status = Some(Durable::of(&record.status));
+        } else {
+            for key in late.make {
+                if !next.jobs.contains_key(&key) && next.taken != Some(key) {
+                    next.jobs.insert(
+                        key,
+                        JobRun {
+                            phase: Phase::Running,
+                            released: key.step != Step::Commit,
+                            said: None,
+                        },
+                    );
+                }
+            }
+            for key in late.release {
+                if let Some(run) = next.jobs.get_mut(&key) {
+                    run.released = true;
+                }
+            }
+            if late.mark_backup && next.jobs.contains_key(&set_job(BACKUP)) {
+                next.backup_marked = true;
+            }
+            if let Some(asked) = late.asked {
+                next.asked = asked;
+            }
+            if let Some(record) = late.made
+                && next.made.is_none()
+            {
+                let outcome = record.as_deref().and_then(initial::Outcome::parse);
+                self.make_statefulset(next, outcome.as_ref());
+            }
+        }
+        if let Some(status) = status
+            && (late.basis == AppCopy::of(next) || !self.precondition)
+        {
+            let before = std::mem::replace(&mut next.status, status);
+            self.check_ack(&before, next);
+        }
     }
 
     /// The pass's writes up to the status, in `controller::converge`'s order, into `next`,
@@ -1176,15 +1367,7 @@ impl Sim {
         }
         next.asked = REPLICAS;
         if next.made.is_none() {
-            next.made = Some(outcome.as_ref().map(initial::Outcome::record));
-            let restored = (0..=self.max_tokens).any(|n| next.all_hold(Data::Restored(n)));
-            next.false_outcome |= match &outcome {
-                Some(initial::Outcome::Restored { .. }) => !restored,
-                // This model's store always holds a backup, and a restore in parts is never
-                // of unknown outcome: its commit is recorded.
-                Some(initial::Outcome::NoBackup | initial::Outcome::Unknown) => true,
-                None => !world.turned_off,
-            };
+            self.make_statefulset(next, outcome.as_ref());
         }
         if let Some(outcome) = &outcome {
             initial::finish(app, outcome, &mut record);
@@ -1200,17 +1383,42 @@ impl Sim {
         Ok(record)
     }
 
+    /// Makes the StatefulSet, recording the initial restore's `outcome`, and keeps whether
+    /// the volumes hold what it records.
+    fn make_statefulset(&self, next: &mut World, outcome: Option<&initial::Outcome>) {
+        next.made = Some(outcome.map(initial::Outcome::record));
+        let restored = (0..=self.max_tokens).any(|n| next.all_hold(Data::Restored(n)));
+        next.false_outcome |= match outcome {
+            Some(initial::Outcome::Restored { .. }) => !restored,
+            // This model's store always holds a backup, and a restore in parts is never
+            // of unknown outcome: its commit is recorded.
+            Some(initial::Outcome::NoBackup | initial::Outcome::Unknown) => true,
+            None => !next.turned_off,
+        };
+    }
+
     /// Whether nothing but a fault can change `world`: no pod to start or stop, no Job to
-    /// run, and a pass that changes nothing.
+    /// run, no write in flight, and a pass that changes nothing.
     fn quiescent(&self, world: &World) -> bool {
         let pods_settled = (0..REPLICAS).all(|n| world.pods[usize::from(n)] == (world.asked > n));
         let jobs_ended = world.jobs.iter().all(|(key, run)| {
             run.phase != Phase::Running || !(run.released || key.step != Step::Commit)
         });
-        pods_settled && jobs_ended && self.pass(world) == *world
+        pods_settled && jobs_ended && world.late.is_none() && self.pass(world) == *world
     }
 
     fn apply(&self, world: &World, action: &Action) -> Option<World> {
+        let mut next = self.moved(world, action)?;
+        if AppCopy::of(&next) != AppCopy::of(world) {
+            next.behind = Some(AppCopy::of(world));
+        }
+        if next.faults >= self.max_faults {
+            next.behind = None;
+        }
+        Some(next)
+    }
+
+    fn moved(&self, world: &World, action: &Action) -> Option<World> {
         let mut next = world.clone();
         match *action {
             Action::Pass => return Some(self.pass(world)),
@@ -1275,6 +1483,30 @@ impl Sim {
             Action::TurnOff => next.turned_off = true,
             Action::TakeName(key) => next.taken = Some(key),
             Action::FreeName => next.taken = None,
+            Action::Depose => {
+                if world.late.is_some() {
+                    return None;
+                }
+                next.late = Some(self.writes_of_a_pass(world)?);
+            }
+            Action::LandLate => {
+                let late = next.late.take()?;
+                self.land(late, &mut next);
+            }
+            Action::StalePass => {
+                let copy = world.behind.clone()?;
+                let view = World {
+                    token: copy.token,
+                    turned_off: copy.turned_off,
+                    status: copy.status,
+                    ..world.clone()
+                };
+                // What it wrote before a refusal stands; its status write is refused either
+                // way (the app changed since the copy).
+                if let Err(error) = self.executed(&view, &mut next) {
+                    assert!(error.is_refusal(), "a pass failed: {error}");
+                }
+            }
             Action::StartBackup => {
                 next.backup_read = [None; REPLICAS as usize];
                 next.backup_marked = false;
@@ -1311,7 +1543,12 @@ impl World {
 fn is_fault(action: &Action) -> bool {
     !matches!(
         action,
-        Action::Pass | Action::StartPod(_) | Action::StopPod(_) | Action::Run(_) | Action::FreeName
+        Action::Pass
+            | Action::StartPod(_)
+            | Action::StopPod(_)
+            | Action::Run(_)
+            | Action::FreeName
+            | Action::LandLate
     )
 }
 
@@ -1323,7 +1560,8 @@ impl Action {
             | Action::StartPod(_)
             | Action::StopPod(_)
             | Action::Run(_)
-            | Action::FreeName => "none",
+            | Action::FreeName
+            | Action::LandLate => "none",
             Action::LoseStatusWrite => "lose-status-write",
             Action::Crash(..) => "crash",
             Action::PodLost(_) => "pod-lost",
@@ -1336,6 +1574,8 @@ impl Action {
             Action::TurnOff => "turn-off",
             Action::TakeName(_) => "take-name",
             Action::StartBackup => "start-backup",
+            Action::Depose => "depose",
+            Action::StalePass => "stale-pass",
         }
     }
 }
@@ -1392,10 +1632,19 @@ impl Model for Sim {
         if world.taken.is_some() {
             actions.push(Action::FreeName);
         }
+        if world.late.is_some() {
+            actions.push(Action::LandLate);
+        }
         if world.faults >= self.max_faults {
             return;
         }
         let mut faults = vec![Action::LoseStatusWrite];
+        if world.late.is_none() {
+            faults.push(Action::Depose);
+        }
+        if world.behind.is_some() {
+            faults.push(Action::StalePass);
+        }
         for key in world.jobs.iter().filter_map(runnable) {
             faults.push(Action::Crash(key, Crash::Before));
             faults.push(Action::Crash(key, Crash::Midway));
@@ -1779,6 +2028,56 @@ fn every_interleaving_of_faults_keeps_the_invariants_of_the_initial_restore() {
     );
 }
 
+/// The fence is what makes a deposed leader's late writes harmless: with the API server
+/// taking them as any other, both checks find a leader deposed once it decided to make
+/// the restore's Job of an app it had stopped (or not yet made), which lands after the new
+/// leader started the app (the request withdrawn, or the initial restore turned off).
+#[test]
+fn without_the_fence_a_deposed_leaders_late_writes_run_a_mover_beside_the_app() {
+    for sim in [Sim::new(2), Sim::initial(2)] {
+        let sim = Sim {
+            fence: false,
+            ..sim
+        };
+        let initial = sim.initial;
+        let checker = sim
+            .checker()
+            .finish_when(HasDiscoveries::AnyFailures)
+            .spawn_bfs()
+            .join();
+        let path = checker
+            .discovery("the app never runs while a mover writes its volumes")
+            .unwrap_or_else(|| panic!("no counterexample without the fence (initial: {initial})"))
+            .into_actions();
+        assert!(path.contains(&Action::Depose), "{path:?}");
+        assert_eq!(path.iter().filter(|a| is_fault(a)).count(), 2, "{path:?}");
+    }
+}
+
+/// And the status write's precondition: taken without it, a deposed leader's status, from
+/// before a restore it did not see, lands over the new leader's record of that restore, and
+/// a backup then seals its volumes midway.
+#[test]
+fn without_its_precondition_a_deposed_leaders_status_lets_a_backup_seal_a_mix() {
+    let sim = Sim {
+        precondition: false,
+        ..Sim::new(2)
+    };
+    let checker = sim
+        .checker()
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join();
+    let path = checker
+        .discovery("a backup records one state of every volume")
+        .expect("a counterexample without the precondition")
+        .into_actions();
+    assert!(
+        path.contains(&Action::Depose) && path.contains(&Action::LandLate),
+        "{path:?}"
+    );
+}
+
 /// Without faults every run is finite and ends: the `eventually` property is meaningful.
 #[test]
 fn every_fault_free_run_ends_with_the_app_running_restored() {
@@ -1928,6 +2227,74 @@ fn acked(w: &World) -> Option<(String, AckPhase)> {
         .request
         .as_ref()
         .map(|a| (a.token.clone(), a.phase))
+}
+
+/// Defect 10, the path `without_the_fence_…` finds, with the fence: a leader stops the app
+/// for a restore and is deposed once it decided to make the restore's Job; the user
+/// withdraws the request and the new leader starts the app again. The late Job create is
+/// refused, and so is the status write after it (the app changed since: its
+/// resourceVersion).
+#[test]
+fn a_deposed_leaders_late_writes_are_refused_once_the_app_runs_again() {
+    let mut drive = Drive::new(2);
+    drive.replay(&[
+        Action::Pass,
+        Action::StopPod(0),
+        Action::StopPod(1),
+        Action::Depose,
+    ]);
+    let late = drive.world.late.clone().expect("writes in flight");
+    assert_eq!(
+        late.make,
+        [set_job(1)],
+        "the deposed leader decided to make the restore's set Job (its parts come next)"
+    );
+    drive.replay(&[Action::Withdraw, Action::Pass, Action::StartPod(1)]);
+    let before = drive.world.clone();
+    drive.step(Action::LandLate);
+    assert_eq!(
+        drive.world,
+        World {
+            late: None,
+            ..before
+        },
+        "nothing of the late writes landed"
+    );
+    drive.settle();
+    let w = &drive.world;
+    assert!(w.jobs.is_empty(), "{:?}", w.jobs);
+    assert!((0..REPLICAS).all(|n| w.pod_runs(n)) && w.all_hold(Data::Old));
+}
+
+/// Defect 10, where the app did not change: the deposed leader's pass stopped the app for a
+/// restore; its StatefulSet write is refused, and its status write, as it stood with the
+/// refusal in it, lands (its precondition holds). The new leader's passes go on from there
+/// and the restore ends well. (Each pass that ends sets Ready again from the StatefulSet's
+/// pods, `progress::report`, which the model does not run.)
+#[test]
+fn a_deposed_leaders_refused_pass_leaves_the_restore_to_the_new_leader() {
+    let mut drive = Drive::new(2);
+    drive.replay(&[Action::Depose, Action::LandLate]);
+    let w = &drive.world;
+    assert_eq!(
+        (w.asked, w.app_runs()),
+        (2, true),
+        "the app was not stopped"
+    );
+    assert_eq!(
+        w.status.reason(crate::conditions::READY),
+        Some("ChildRefused"),
+        "{:?}",
+        w.status
+    );
+    assert!(
+        w.status
+            .conditions
+            .iter()
+            .any(|[_, _, _, message]| message.contains("a deposed leader's late write"))
+    );
+    drive.settle();
+    assert!(runs_restored(&drive.world), "{:#?}", drive.world);
 }
 
 /// Defect 1: a swap fails on volume 1 (its node lost), the user asks again, and the new
