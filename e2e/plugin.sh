@@ -63,10 +63,11 @@ test_backup_waits_for_its_id_and_backups_lists_it() {
 
 # A file whose size, times, owner and inode are unchanged is linked from the previous
 # backup; `backup --full` reads it again (a file written through mmap can change unseen).
-test_a_full_backup_reads_every_file_again() {
-  local dir plain="" id attempt full
-  dir=$(data_dir "$NS" demo 0)
-  head -c 1048576 /dev/urandom >"$dir/static.bin"
+# backs_up_by_linking FILE: writes 1 MiB of FILE into demo's volume, then takes plain backups
+# until one links it instead of copying it; prints that backup's id.
+backs_up_by_linking() {
+  local attempt id
+  head -c 1048576 /dev/urandom >"$(data_dir "$NS" demo 0)/$1"
   # A file changed within a second of the previous backup's start is copied again (it may
   # have changed within the same clock tick), so the first backups after the write may copy
   # it; one whose previous backup started later links it.
@@ -74,16 +75,49 @@ test_a_full_backup_reads_every_file_again() {
     hs backup demo --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
     id=$(jp "$NS" demo '{.status.backupRequest.backupId}')
     if hs backups describe demo "$id" -o json | jq -e '.linkedFiles >= 1 and .newBytes < 1048576' >/dev/null; then
-      plain=$id
-      break
+      echo "$id"
+      return 0
     fi
   done
-  [[ -n $plain ]] || { echo "no plain backup linked the unchanged file after $attempt"; hs backups demo; return 1; }
+  echo "no plain backup linked the unchanged file after $attempt" >&2
+  hs backups demo >&2
+  return 1
+}
+
+# reads_every_file ID: demo's backup ID copied every file again.
+reads_every_file() {
+  hs backups describe demo "$1" -o json | jq -e '.linkedFiles == 0 and .newBytes == .bytes and .bytes > 1048576' >/dev/null ||
+    { hs backups describe demo "$1" -o json; return 1; }
+}
+
+test_a_full_backup_reads_every_file_again() {
+  local plain full
+  plain=$(backs_up_by_linking static.bin) || return 1
   hs backup demo --full --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
   full=$(jp "$NS" demo '{.status.backupRequest.backupId}')
   [[ $full != "$plain" ]]
-  hs backups describe demo "$full" -o json | jq -e '.linkedFiles == 0 and .newBytes == .bytes and .bytes > 1048576' >/dev/null ||
-    { hs backups describe demo "$full" -o json; return 1; }
+  reads_every_file "$full"
+}
+
+# The bound on a stale copy (backup.fullReadEverySeconds, a week by default): once the
+# newest full read is that old, the next plain request reads every file, status says when,
+# and the one after it links again. The age is made by setting status as an admin could.
+test_a_backup_reads_every_file_again_once_the_last_full_read_is_old() {
+  local full after
+  backs_up_by_linking static-2.bin >/dev/null || return 1
+  kubectl -n "$NS" patch hellostateful demo --subresource=status --type=merge \
+    -p '{"status":{"lastFullRead":"2026-01-01T00:00:00Z"}}' >/dev/null
+  hs status demo | grep -q '^Full reads: *every 7d, the last at 2026-01-01T00:00:00Z' ||
+    { hs status demo; return 1; }
+  hs backup demo --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  full=$(jp "$NS" demo '{.status.backupRequest.backupId}')
+  reads_every_file "$full" || return 1
+  [[ $(jp "$NS" demo '{.status.lastFullRead}') == "$(jp "$NS" demo '{.status.lastBackup.time}')" ]] ||
+    { kubectl -n "$NS" get hellostateful demo -o yaml; return 1; }
+  hs backup demo --timeout 3m >/dev/null || { on_fail "$NS"; return 1; }
+  after=$(jp "$NS" demo '{.status.backupRequest.backupId}')
+  hs backups describe demo "$after" -o json | jq -e '.linkedFiles >= 1' >/dev/null ||
+    { hs backups describe demo "$after" -o json; return 1; }
 }
 
 test_report_archives_the_app_its_children_events_and_logs() {
@@ -453,6 +487,7 @@ run_test create_list_get_in_every_format test_create_list_get_in_every_format
 run_test status_shows_children_conditions_and_events test_status_shows_children_conditions_and_events
 run_test backup_waits_for_its_id_and_backups_lists_it test_backup_waits_for_its_id_and_backups_lists_it
 run_test a_full_backup_reads_every_file_again test_a_full_backup_reads_every_file_again
+run_test a_backup_reads_every_file_again_once_the_last_full_read_is_old test_a_backup_reads_every_file_again_once_the_last_full_read_is_old
 run_test report_archives_the_app_its_children_events_and_logs test_report_archives_the_app_its_children_events_and_logs
 run_test restore_refuses_without_a_terminal_or_yes test_restore_refuses_without_a_terminal_or_yes
 run_test restore_with_yes_waits_until_done test_restore_with_yes_waits_until_done

@@ -16,6 +16,9 @@ pub const HOSTPATH_ROOT: &str = "/tmp/hostpath-provisioner";
 pub const KEEP_LAST: i32 = 10;
 /// With backup.consistency.mode stop: the longest a copy may keep the app stopped.
 pub const MAX_STOP_SECONDS: i32 = 900;
+/// How old the newest backup that read every file may get: a week, as a stale copy's bound
+/// that costs one full read a week.
+pub const FULL_READ_EVERY_SECONDS: i32 = 604_800;
 
 /// Replicas when the field is absent.
 pub fn replicas() -> i32 {

@@ -314,6 +314,15 @@ pub struct BackupSpec {
     /// How a backup gets a copy of data the app may be writing. Default: live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
+
+    /// How old, in seconds, the newest backup that read every file may get before the next
+    /// backup, scheduled or on demand, reads every file again (as `kubectl hellostateful
+    /// backup --full` does). Other backups trust a file whose size and times did not
+    /// change, and a file written through mmap can change without moving them: this bounds
+    /// how long such a stale copy is kept. 0: only on request. Default: 604800 (7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 31622400))]
+    pub full_read_every_seconds: Option<i32>,
 }
 
 /// How a backup gets a consistent copy of the app's volumes.
@@ -471,6 +480,11 @@ pub struct HelloStatefulStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
 
+    /// When the newest successful backup that read every file again finished (RFC 3339);
+    /// the next one is due backup.fullReadEverySeconds later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_full_read: Option<String>,
+
     /// Acknowledgement of the newest on-demand backup request (annotation
     /// hello-stateful.example.com/backup-requested).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -620,6 +634,20 @@ impl HelloStatefulSpec {
             .and_then(|b| b.retention.as_ref())
             .and_then(|r| r.keep_last)
             .unwrap_or(defaults::KEEP_LAST)
+    }
+
+    /// How old the newest backup that read every file may get, defaulted; None: only on
+    /// request.
+    pub fn full_read_every(&self) -> Option<std::time::Duration> {
+        let seconds = self
+            .backup
+            .as_ref()
+            .and_then(|b| b.full_read_every_seconds)
+            .unwrap_or(defaults::FULL_READ_EVERY_SECONDS);
+        u64::try_from(seconds)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(std::time::Duration::from_secs)
     }
 
     /// Whether scheduled backups are paused.

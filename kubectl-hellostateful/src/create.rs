@@ -70,6 +70,7 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
             retention,
             suspend: false,
             consistency,
+            full_read_every_seconds: None,
         });
     let spec = HelloStatefulSpec {
         replicas: args.replicas,

@@ -254,6 +254,7 @@ pub(crate) mod tests {
                 inconsistent_files: 0,
                 job: Some(format!("backup-{name}-29376120")),
             }),
+            last_full_read: Some("2026-11-29T12:05:02Z".to_string()),
             ..Default::default()
         });
         app

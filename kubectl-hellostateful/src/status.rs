@@ -15,7 +15,8 @@ use crate::cli::OutputFormat;
 use crate::context::{Ctx, Kube};
 use crate::get::{created_age, object_value};
 use crate::output::{
-    Style, age, age_of, human_bytes, human_millis, printable, table, to_json, to_yaml,
+    Style, age, age_of, human_bytes, human_duration, human_millis, printable, table, to_json,
+    to_yaml,
 };
 
 /// Everything `status` shows, read from the cluster.
@@ -335,6 +336,7 @@ fn summary(
             None => "live (copied while the app runs)".to_string(),
         },
     );
+    field("Full reads", full_reads(app, status, now));
     field(
         "Restore on create",
         match &app.spec.restore_from {
@@ -355,6 +357,22 @@ fn summary(
         );
     }
     out
+}
+
+/// How often a backup reads every file again, and when one last did.
+fn full_reads(app: &HelloStateful, status: &HelloStatefulStatus, now: DateTime<Utc>) -> String {
+    let Some(every) = app.spec.full_read_every() else {
+        return "on request only (backup --full)".into();
+    };
+    let every = human_duration(every.as_secs());
+    match &status.last_full_read {
+        Some(last) => format!(
+            "every {every}, the last at {} ({} ago)",
+            printable(last),
+            age_of(now, last)
+        ),
+        None => format!("every {every}, none yet (the next backup reads every file)"),
+    }
 }
 
 /// The newest backup, and a warning for torn files.
@@ -1107,6 +1125,7 @@ Storage:           1Gi per replica, static hostPath volumes on node node-1
 Schedule:          */5 * * * *
 Backup target:     node directory /tmp/backup/default/hello on node-1, keep last 10
 Consistency:       live (copied while the app runs)
+Full reads:        every 7d, the last at 2026-11-29T12:05:02Z (174m ago)
 Restore on create: true
 Restored:          false
 

@@ -11,9 +11,10 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use hellostateful_api::names::{self, Component};
 use hellostateful_api::summary::{self, BackupSummary};
-use hellostateful_api::{LastBackup, RequestPhase};
+use hellostateful_api::{HelloStatefulSpec, LastBackup, RequestPhase};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -34,6 +35,26 @@ pub struct Observed<'a> {
     pub jobs: &'a [Arc<Job>],
     /// A restore is under way: backups wait, and the schedule is suspended.
     pub restoring: bool,
+    /// The next backup reads every file again (see `full_read_due`).
+    pub full_read_due: bool,
+}
+
+/// Whether the next backup of an app with `spec` must read every file again, at `now`: the
+/// newest that did (`last_full_read`, status) is `spec.backup.fullReadEverySeconds` old,
+/// or none is known.
+pub fn full_read_due(
+    spec: &HelloStatefulSpec,
+    last_full_read: Option<&str>,
+    now: DateTime<Utc>,
+) -> bool {
+    let Some(every) = spec.full_read_every() else {
+        return false;
+    };
+    let Some(last) = last_full_read.and_then(|t| DateTime::parse_from_rfc3339(t).ok()) else {
+        return true;
+    };
+    let age = now.signed_duration_since(last.with_timezone(&Utc));
+    age.to_std().is_ok_and(|age| age >= every)
 }
 
 /// What to do with the schedule's CronJob.
@@ -83,7 +104,7 @@ fn schedule(
             Schedule::Keep
         });
     };
-    let mut desired = children::cronjob(app, schedule, location, settings)?;
+    let mut desired = children::cronjob(app, schedule, location, settings, observed.full_read_due)?;
     if observed.restoring
         && let Some(spec) = desired.spec.as_mut()
     {
@@ -108,12 +129,13 @@ fn on_demand(
         return Ok(None);
     };
     // `backup --full` names its own request, so a later plain request reads as usual.
-    let reread = app
-        .app
-        .annotations()
-        .get(names::BACKUP_REREAD)
-        .map(String::as_str)
-        == Some(token);
+    let reread = observed.full_read_due
+        || app
+            .app
+            .annotations()
+            .get(names::BACKUP_REREAD)
+            .map(String::as_str)
+            == Some(token);
     let task = children::backup_task(app, location, reread);
     let job_name = names::backup_job(&app.name, &app.uid, token);
     // Made by an earlier pass: status says its Job copies.
@@ -235,7 +257,7 @@ fn newest_finished(jobs: &[Arc<Job>], reads: &Reads, record: &mut Record) -> Res
             else {
                 return Ok(());
             };
-            succeeded(record, job_name, outcome);
+            succeeded(record, job_name, children::reads_every_file(job), outcome);
         }
         JobState::Failed(reason) => {
             let prefix = format!("backup Job {job_name} failed: ");
@@ -267,7 +289,7 @@ fn newest_finished(jobs: &[Arc<Job>], reads: &Reads, record: &mut Record) -> Res
     Ok(())
 }
 
-fn succeeded(record: &mut Record, job_name: String, outcome: BackupSummary) {
+fn succeeded(record: &mut Record, job_name: String, full_read: bool, outcome: BackupSummary) {
     let mut message = format!(
         "backup {} by Job {job_name}: {} files, {} bytes ({} new) in {} ms",
         outcome.id, outcome.files, outcome.bytes, outcome.new_bytes, outcome.duration_ms
@@ -280,6 +302,9 @@ fn succeeded(record: &mut Record, job_name: String, outcome: BackupSummary) {
     record.tallies.push(Tally::BackupSucceeded {
         bytes: outcome.bytes,
     });
+    if full_read {
+        record.status.last_full_read = Some(outcome.time.clone());
+    }
     record.status.last_backup = Some(LastBackup {
         id: outcome.id,
         time: outcome.time,
@@ -340,11 +365,22 @@ mod tests {
     const TOKEN: &str = "2026-11-29T15:00:00Z";
     const SUMMARY: &str = r#"{"id":"20261129T150001Z","time":"2026-11-29T15:00:04Z","bytes":120,"files":1,"newBytes":120,"durationMs":9}"#;
 
-    /// Decides for `app` with `jobs`, given what was read.
+    /// Decides for `app` with `jobs`, given what was read, no full read due.
     fn decide(
         app: &HelloStateful,
         jobs: &[Arc<Job>],
         restoring: bool,
+        reads: &Reads,
+        record: &mut Record,
+    ) -> Decision<Plan> {
+        decide_with(app, jobs, restoring, false, reads, record)
+    }
+
+    fn decide_with(
+        app: &HelloStateful,
+        jobs: &[Arc<Job>],
+        restoring: bool,
+        full_read_due: bool,
         reads: &Reads,
         record: &mut Record,
     ) -> Decision<Plan> {
@@ -353,6 +389,7 @@ mod tests {
             cronjob: None,
             jobs,
             restoring,
+            full_read_due,
         };
         let location =
             crate::location::resolve(&app.spec, &["/tmp/backup".into()], &[]).expect("location");
@@ -495,6 +532,100 @@ mod tests {
             start(&app(json!({}), later)),
             Some(MoverTask::Backup { reread: false })
         );
+    }
+
+    #[test]
+    fn a_full_read_is_due_a_period_after_the_last_and_at_once_when_none_is_known() {
+        let spec = |backup| app(json!({"backup": backup}), json!({})).spec;
+        let now = DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        let weekly = spec(json!({}));
+        assert!(full_read_due(&weekly, None, now), "none known");
+        assert!(
+            full_read_due(&weekly, Some("not a time"), now),
+            "none readable"
+        );
+        assert!(!full_read_due(&weekly, Some("2026-11-30T12:00:01Z"), now));
+        assert!(full_read_due(&weekly, Some("2026-11-30T12:00:00Z"), now));
+        // A clock behind the time recorded: not due.
+        assert!(!full_read_due(&weekly, Some("2026-12-07T12:05:00Z"), now));
+        let hourly = spec(json!({"fullReadEverySeconds": 3600}));
+        assert!(!full_read_due(&hourly, Some("2026-12-07T11:00:01Z"), now));
+        assert!(full_read_due(
+            &hourly,
+            Some("2026-12-07T11:00:00+00:00"),
+            now
+        ));
+        let never = spec(json!({"fullReadEverySeconds": 0}));
+        assert!(!full_read_due(&never, None, now));
+    }
+
+    #[test]
+    fn a_due_full_read_reads_every_file_in_the_next_backup_and_its_success_is_recorded() {
+        let args = |job: &CronJob| -> Vec<String> {
+            let template = job.spec.as_ref().expect("spec").job_template.clone();
+            let pod = template.spec.expect("job spec").template.spec.expect("pod");
+            pod.containers[0].args.clone().unwrap_or_default()
+        };
+        let scheduled = |app: &HelloStateful, due| {
+            let mut record = Record::new(Default::default(), Some(1));
+            let plan = decide_with(app, &[], false, due, &Reads::default(), &mut record).done();
+            match plan.schedule {
+                Schedule::Apply { desired, .. } => *desired,
+                other => panic!("applied, not {other:?}"),
+            }
+        };
+        // Scheduled, in one Job: `--reread` while due.
+        let one = app(json!({"backupSchedule": "@hourly"}), json!({}));
+        assert!(args(&scheduled(&one, true)).contains(&"--reread".to_string()));
+        assert!(!args(&scheduled(&one, false)).contains(&"--reread".to_string()));
+        // In parts: the set's Job says so to its parts.
+        let mut spread = fixtures::spread_app(json!({}));
+        spread.spec.backup_schedule = Some("@hourly".into());
+        let template = |due| {
+            scheduled(&spread, due)
+                .spec
+                .expect("spec")
+                .job_template
+                .metadata
+                .and_then(|m| m.annotations)
+                .and_then(|a| a.get(names::REREAD).cloned())
+        };
+        assert_eq!(template(true).as_deref(), Some("true"));
+        assert_eq!(template(false), None);
+
+        // On demand: a plain request reads every file while due.
+        let asked = app(json!({}), json!({names::BACKUP_REQUESTED: TOKEN}));
+        let mut record = Record::new(Default::default(), Some(1));
+        let plan = decide_with(&asked, &[], false, true, &Reads::default(), &mut record).done();
+        let (job_name, task) = plan.start.expect("a Job");
+        assert_eq!(task, MoverTask::Backup { reread: true });
+
+        // Its success is the newest full read; a plain one's is not.
+        let app_ref = AppRef::new(&asked).expect("app");
+        let location = BackupLocation::NodeRoot("/tmp/backup".into());
+        let finished = |reread| {
+            let task = MoverTask::Backup { reread };
+            let mut job = children::mover_job(
+                &app_ref,
+                &job_name,
+                &task,
+                "requested",
+                &location,
+                &settings(),
+            )
+            .expect("a Job");
+            job.status = fixtures::job(&job_name, Component::Backup, Some("Complete"), &[])
+                .status
+                .clone();
+            let mut record = Record::new(Default::default(), Some(1));
+            let reads = fixtures::message(&job_name, SUMMARY);
+            decide(&asked, &[Arc::new(job)], false, &reads, &mut record).done();
+            record.status.last_full_read
+        };
+        assert_eq!(finished(true).as_deref(), Some("2026-11-29T15:00:04Z"));
+        assert_eq!(finished(false), None);
     }
 
     #[test]
@@ -654,6 +785,7 @@ mod tests {
             cronjob: None,
             jobs: &[],
             restoring: true,
+            full_read_due: false,
         };
         let suspended = |schedule: &Schedule| match schedule {
             Schedule::Apply { desired, .. } => desired.spec.as_ref().and_then(|s| s.suspend),
@@ -671,8 +803,8 @@ mod tests {
 
         let without = app(json!({}), json!({}));
         let without_ref = AppRef::new(&without).expect("app");
-        let made =
-            children::cronjob(&app_ref, "*/5 * * * *", &location, &settings()).expect("cronjob");
+        let made = children::cronjob(&app_ref, "*/5 * * * *", &location, &settings(), false)
+            .expect("cronjob");
         let meta = PartialObjectMeta::<CronJob> {
             metadata: made.metadata,
             ..Default::default()

@@ -855,6 +855,21 @@ fn in_parts(app: &AppRef, location: &BackupLocation) -> Option<i32> {
     (spread && matches!(location, BackupLocation::ObjectStore(_))).then_some(replicas)
 }
 
+/// Whether backup Job `job` reads every file again (`--reread`, or a set whose parts do).
+pub fn reads_every_file(job: &Job) -> bool {
+    let set = job.annotations().get(names::REREAD).map(String::as_str) == Some("true");
+    let containers = job
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+        .map(|pod| pod.containers.as_slice())
+        .unwrap_or_default();
+    set || containers
+        .iter()
+        .flat_map(|c| c.args.iter().flatten())
+        .any(|arg| arg == "--reread")
+}
+
 /// How the app is backed up: in one Job that mounts every replica's volume, or in parts
 /// (see [`in_parts`]), sealed by one more Job.
 pub fn backup_task(app: &AppRef, location: &BackupLocation, reread: bool) -> MoverTask {
@@ -944,13 +959,21 @@ pub fn cronjob(
     schedule: &str,
     location: &BackupLocation,
     settings: &Settings,
+    reread: bool,
 ) -> Result<CronJob, Error> {
     let mut job_labels = names::labels(&app.name, Component::Backup);
     job_labels.insert(names::ACTION_LABEL.to_string(), "scheduled".to_string());
-    // Scheduled backups trust the unchanged-file check; `backup --full` reads everything.
-    let task = backup_task(app, location, false);
+    // Scheduled backups trust the unchanged-file check, save when a full read is due.
+    let task = backup_task(app, location, reread);
     if let Some((label, value)) = task.parts() {
         job_labels.insert(label.to_string(), value);
+    }
+    let mut job_annotations = serde_json::Map::new();
+    if task.stops_app(app).is_some() {
+        job_annotations.insert(names::STOPS_APP.into(), json!("true"));
+    }
+    if let MoverTask::Seal { reread: true, .. } = task {
+        job_annotations.insert(names::REREAD.into(), json!("true"));
     }
     let (time_zone, schedule) = validate::split_time_zone(schedule);
     build(json!({
@@ -968,7 +991,7 @@ pub fn cronjob(
             "jobTemplate": {
                 "metadata": {
                     "labels": job_labels,
-                    "annotations": task.stops_app(app).map(|_| json!({names::STOPS_APP: "true"})),
+                    "annotations": (!job_annotations.is_empty()).then_some(job_annotations),
                 },
                 "spec": mover_job_spec(app, &task, location, settings),
             },
@@ -1639,7 +1662,8 @@ mod tests {
             Some("metadata.labels['batch.kubernetes.io/job-name']")
         );
 
-        let cronjob = cronjob(&spread, "0 * * * *", &location, &settings()).expect("cronjob");
+        let cronjob =
+            cronjob(&spread, "0 * * * *", &location, &settings(), false).expect("cronjob");
         let template = cronjob.spec.expect("spec").job_template;
         let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
         assert_eq!(labels[names::PARTS_LABEL], "2");
@@ -1926,7 +1950,7 @@ mod tests {
     fn cronjob_forbids_overlap_and_follows_suspend() {
         let app = app(json!({"backup": {"suspend": true}}));
         let app = AppRef::new(&app).expect("app");
-        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings()).expect("cron");
+        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings(), false).expect("cron");
         assert_eq!(cron.metadata.name.as_deref(), Some("backup-hello"));
         let spec = cron.spec.expect("spec");
         assert_eq!(spec.schedule, "*/5 * * * *");
@@ -1955,7 +1979,7 @@ mod tests {
         assert_eq!(spec.suspend, Some(true), "let run once the app is stopped");
         assert_eq!(spec.active_deadline_seconds, Some(120));
 
-        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings()).expect("cron");
+        let cron = cronjob(&app, "*/5 * * * *", &node_root(), &settings(), false).expect("cron");
         let template = cron.spec.expect("spec").job_template;
         let annotations = template
             .metadata
@@ -2005,12 +2029,13 @@ mod tests {
             "TZ=Europe/Paris 0 3 * * 1-5",
             &node_root(),
             &settings(),
+            false,
         )
         .expect("cron");
         let spec = cron.spec.expect("spec");
         assert_eq!(spec.schedule, "0 3 * * 1-5");
         assert_eq!(spec.time_zone.as_deref(), Some("Europe/Paris"));
-        let plain = cronjob(&app, "@hourly", &node_root(), &settings()).expect("cron");
+        let plain = cronjob(&app, "@hourly", &node_root(), &settings(), false).expect("cron");
         assert_eq!(plain.spec.expect("spec").time_zone, None);
     }
 }

@@ -1885,6 +1885,11 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
         cronjob: pass.ctx.cache.cronjob(&app.namespace, &cronjob_name),
         jobs,
         restoring,
+        full_read_due: backups::full_read_due(
+            &app.app.spec,
+            pass.record.status.last_full_read.as_deref(),
+            chrono::Utc::now(),
+        ),
     };
     let settings = &pass.ctx.settings;
     let (plan, record) = decide(pass, |reads, record| {

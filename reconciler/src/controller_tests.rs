@@ -365,8 +365,10 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
     sts["metadata"]["generation"] = json!(1);
     sts["status"] = json!({"replicas": replicas_in_sts, "readyReplicas": replicas_in_sts,
         "observedGeneration": 1});
-    let mut cronjob =
-        value(&children::cronjob(&app_ref, "*/5 * * * *", &location, &settings).expect("cron"));
+    // No full read recorded yet: scheduled backups read every file until one has.
+    let mut cronjob = value(
+        &children::cronjob(&app_ref, "*/5 * * * *", &location, &settings, true).expect("cron"),
+    );
     cronjob["metadata"]["uid"] = json!(CRONJOB_UID);
     Api::new()
         .on(

@@ -143,7 +143,8 @@ impl Children<'_> {
         if let Some(schedule) = &spec.backup_schedule {
             send!(
                 Api::<CronJob>::namespaced(client.clone(), &ns),
-                children::cronjob(app, schedule, location, settings)
+                // Its longest arguments: a full read's.
+                children::cronjob(app, schedule, location, settings, true)
             );
         }
         let restore = MoverTask::initial_restore(app, location);
