@@ -15,8 +15,8 @@ pub const BACKUP_REQUESTED: &str = "hello-stateful.example.com/backup-requested"
 /// Annotation naming the on-demand backup request (its token) that reads every file again
 /// rather than trust the unchanged-file check (`backup --full`).
 pub const BACKUP_REREAD: &str = "hello-stateful.example.com/backup-reread";
-/// Annotation on a backup Job made in parts, set to `"true"` when its parts read every file
-/// again.
+/// Annotation on a backup Job, set to `"true"` when it (or, made in parts, its parts) reads
+/// every file again.
 pub const REREAD: &str = "hello-stateful.example.com/reread";
 /// Annotation whose new value asks for one on-demand restore.
 pub const RESTORE_REQUESTED: &str = "hello-stateful.example.com/restore-requested";

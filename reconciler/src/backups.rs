@@ -621,7 +621,9 @@ mod tests {
                 .clone();
             let mut record = Record::new(Default::default(), Some(1));
             let reads = fixtures::message(&job_name, SUMMARY);
-            decide(&asked, &[Arc::new(job)], false, &reads, &mut record).done();
+            // As the cache keeps it: no pod template.
+            let cached = Arc::new(job.keep());
+            decide(&asked, &[cached], false, &reads, &mut record).done();
             record.status.last_full_read
         };
         assert_eq!(finished(true).as_deref(), Some("2026-11-29T15:00:04Z"));

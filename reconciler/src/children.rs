@@ -475,6 +475,16 @@ pub enum RestoreStep {
 }
 
 impl MoverTask {
+    /// Whether this backup reads every file again (a set's, by its parts).
+    pub fn rereads(&self) -> bool {
+        matches!(
+            self,
+            MoverTask::Backup { reread: true }
+                | MoverTask::BackupPart { reread: true, .. }
+                | MoverTask::Seal { reread: true, .. }
+        )
+    }
+
     /// The restore before the app's first start: `spec.restoreFrom`'s backup (which must
     /// exist), else the newest of the app's own, if any (restoreFromExisting); in parts when
     /// its volumes may be on different nodes (see [`in_parts`]).
@@ -855,19 +865,10 @@ fn in_parts(app: &AppRef, location: &BackupLocation) -> Option<i32> {
     (spread && matches!(location, BackupLocation::ObjectStore(_))).then_some(replicas)
 }
 
-/// Whether backup Job `job` reads every file again (`--reread`, or a set whose parts do).
+/// Whether backup Job `job` read every file again, itself or by its parts: its annotation
+/// (a cached Job keeps no spec).
 pub fn reads_every_file(job: &Job) -> bool {
-    let set = job.annotations().get(names::REREAD).map(String::as_str) == Some("true");
-    let containers = job
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.template.spec.as_ref())
-        .map(|pod| pod.containers.as_slice())
-        .unwrap_or_default();
-    set || containers
-        .iter()
-        .flat_map(|c| c.args.iter().flatten())
-        .any(|arg| arg == "--reread")
+    job.annotations().get(names::REREAD).map(String::as_str) == Some("true")
 }
 
 /// How the app is backed up: in one Job that mounts every replica's volume, or in parts
@@ -923,8 +924,8 @@ pub fn mover_job(
     if let Some((label, value)) = task.parts() {
         metadata["labels"][label] = json!(value);
     }
-    if let MoverTask::Seal { reread: true, .. } = task {
-        // What its parts do (see `parts`).
+    if task.rereads() {
+        // What it or its parts do (see `parts`), and what status records of it.
         metadata["annotations"][names::REREAD] = json!("true");
     }
     if task.stops_app(app).is_some() {
@@ -972,7 +973,7 @@ pub fn cronjob(
     if task.stops_app(app).is_some() {
         job_annotations.insert(names::STOPS_APP.into(), json!("true"));
     }
-    if let MoverTask::Seal { reread: true, .. } = task {
+    if task.rereads() {
         job_annotations.insert(names::REREAD.into(), json!("true"));
     }
     let (time_zone, schedule) = validate::split_time_zone(schedule);
