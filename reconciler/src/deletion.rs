@@ -113,7 +113,7 @@ pub struct Purge {
 }
 
 /// A write a plan asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub enum Write {
     /// Delete the StatefulSet in the foreground.
     DeleteStatefulSet,
