@@ -454,6 +454,11 @@ pub struct CreateArgs {
     /// files are copied as after a clean shutdown (spec.backup.consistency.mode)
     #[arg(long, value_enum, value_name = "MODE")]
     pub backup_consistency: Option<BackupConsistency>,
+    /// Read every file again in the next backup once the newest that did is this old (like
+    /// 24h or 168h; 0: only on request, `backup --full`); default a week, as files written
+    /// through mmap can change unseen (spec.backup.fullReadEverySeconds)
+    #[arg(long, value_name = "DURATION", value_parser = parse_full_read_every)]
+    pub full_read_every: Option<i32>,
     /// Node directory that holds backups: a clean absolute path that is one of the backup
     /// roots the cluster admin allows (default /tmp/backup); backups go to DIR/<namespace>/<name>
     #[arg(long, value_name = "DIR", conflicts_with = "backup_target_pvc")]
@@ -816,6 +821,16 @@ fn parse_backup_source(text: &str) -> Result<RestoreSource, String> {
         name: name.to_string(),
         backup_id: id.filter(|id| *id != "latest").map(str::to_string),
     })
+}
+
+/// `--full-read-every`: a duration of at most 366 days, in whole seconds.
+fn parse_full_read_every(text: &str) -> Result<i32, String> {
+    const MOST: u64 = 366 * 24 * 3600;
+    let seconds = parse_duration(text)?.as_secs();
+    if seconds > MOST {
+        return Err(format!("{text:?} is longer than 366 days (8784h)"));
+    }
+    i32::try_from(seconds).map_err(|_| format!("{text:?} is too long"))
 }
 
 /// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.

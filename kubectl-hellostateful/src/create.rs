@@ -64,14 +64,17 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
         },
         max_stop_seconds: None,
     });
-    let backup =
-        (target.is_some() || retention.is_some() || consistency.is_some()).then_some(BackupSpec {
-            target,
-            retention,
-            suspend: false,
-            consistency,
-            full_read_every_seconds: None,
-        });
+    let backup = (target.is_some()
+        || retention.is_some()
+        || consistency.is_some()
+        || args.full_read_every.is_some())
+    .then_some(BackupSpec {
+        target,
+        retention,
+        suspend: false,
+        consistency,
+        full_read_every_seconds: args.full_read_every,
+    });
     let spec = HelloStatefulSpec {
         replicas: args.replicas,
         restore_from_existing: args.restore_from_existing,
@@ -331,6 +334,8 @@ mod tests {
             "URL=http://x/?a=b",
             "--port",
             "8080",
+            "--full-read-every",
+            "24h",
         ]);
         let app = build(&a, "prod", None);
         assert_eq!(
@@ -340,9 +345,35 @@ mod tests {
                 "env": [{"name": "MODE", "value": "primary"}, {"name": "URL", "value": "http://x/?a=b"}],
                 "ports": [{"containerPort": 8080}],
                 "storage": {"size": "5Gi", "storageClassName": "standard"},
-                "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false}
+                "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false,
+                    "fullReadEverySeconds": 86400}
             })
         );
+    }
+
+    #[test]
+    fn full_reads_take_a_duration_of_at_most_a_year() {
+        let every = |text: &str| {
+            Cli::try_parse_from([
+                "kubectl-hellostateful",
+                "create",
+                "web",
+                "--full-read-every",
+                text,
+            ])
+            .map(|cli| match cli.command {
+                crate::cli::Command::Create(args) => build(&args, "default", None)
+                    .spec
+                    .backup
+                    .and_then(|b| b.full_read_every_seconds),
+                other => panic!("a create, not {other:?}"),
+            })
+        };
+        assert_eq!(every("0").ok(), Some(Some(0)));
+        assert_eq!(every("168h").ok(), Some(Some(604_800)));
+        assert_eq!(every("8784h").ok(), Some(Some(31_622_400)));
+        assert!(every("8785h").is_err());
+        assert!(every("weekly").is_err());
     }
 
     #[test]
