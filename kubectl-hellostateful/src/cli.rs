@@ -825,12 +825,11 @@ fn parse_backup_source(text: &str) -> Result<RestoreSource, String> {
 
 /// `--full-read-every`: a duration of at most 366 days, in whole seconds.
 fn parse_full_read_every(text: &str) -> Result<i32, String> {
-    const MOST: u64 = 366 * 24 * 3600;
-    let seconds = parse_duration(text)?.as_secs();
-    if seconds > MOST {
-        return Err(format!("{text:?} is longer than 366 days (8784h)"));
-    }
-    i32::try_from(seconds).map_err(|_| format!("{text:?} is too long"))
+    const MOST: i32 = 366 * 24 * 3600;
+    i32::try_from(parse_duration(text)?.as_secs())
+        .ok()
+        .filter(|seconds| *seconds <= MOST)
+        .ok_or_else(|| format!("{text:?} is longer than 366 days (8784h)"))
 }
 
 /// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.

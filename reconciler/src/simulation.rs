@@ -2014,6 +2014,23 @@ where
     checker.assert_properties();
 }
 
+/// The actions to the first state (breadth first) where `model` breaks property `name`, if
+/// any: how a check shows that a safeguard it is run without is needed.
+pub(crate) fn counterexample<M>(model: M, name: &'static str) -> Option<Vec<M::Action>>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: std::hash::Hash + Send + Sync + Clone + PartialEq + std::fmt::Debug + 'static,
+    M::Action: Clone + PartialEq + std::fmt::Debug,
+{
+    model
+        .checker()
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join()
+        .discovery(name)
+        .map(|path| path.into_actions())
+}
+
 /// The same check of the restore before a new app's first start (`Sim::initial`): a new
 /// app of two replicas with `restoreFromExisting`, restored in parts, under the same faults,
 /// and the user retrying a failed attempt with a token or turning the restore off. The
@@ -2040,15 +2057,8 @@ fn without_the_fence_a_deposed_leaders_late_writes_run_a_mover_beside_the_app() 
             ..sim
         };
         let initial = sim.initial;
-        let checker = sim
-            .checker()
-            .finish_when(HasDiscoveries::AnyFailures)
-            .spawn_bfs()
-            .join();
-        let path = checker
-            .discovery("the app never runs while a mover writes its volumes")
-            .unwrap_or_else(|| panic!("no counterexample without the fence (initial: {initial})"))
-            .into_actions();
+        let path = counterexample(sim, "the app never runs while a mover writes its volumes")
+            .unwrap_or_else(|| panic!("no counterexample without the fence (initial: {initial})"));
         assert!(path.contains(&Action::Depose), "{path:?}");
         assert_eq!(path.iter().filter(|a| is_fault(a)).count(), 2, "{path:?}");
     }
@@ -2063,15 +2073,8 @@ fn without_its_precondition_a_deposed_leaders_status_lets_a_backup_seal_a_mix() 
         precondition: false,
         ..Sim::new(2)
     };
-    let checker = sim
-        .checker()
-        .finish_when(HasDiscoveries::AnyFailures)
-        .spawn_bfs()
-        .join();
-    let path = checker
-        .discovery("a backup records one state of every volume")
-        .expect("a counterexample without the precondition")
-        .into_actions();
+    let path = counterexample(sim, "a backup records one state of every volume")
+        .expect("a counterexample without the precondition");
     assert!(
         path.contains(&Action::Depose) && path.contains(&Action::LandLate),
         "{path:?}"

@@ -55,14 +55,14 @@ use hellostateful_api::names;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use serde_json::json;
-use stateright::{Checker, Model, Property};
+use stateright::{Model, Property};
 
 use crate::children::{self, AppRef, MoverTask};
 use crate::deletion_model::Pod;
 use crate::fixtures;
 use crate::parts;
 use crate::reads::{AppPods, Reads};
-use crate::simulation::{Phase, bound, check_every_state, job_in};
+use crate::simulation::{Phase, bound, check_every_state, counterexample, job_in};
 use crate::stops;
 
 const REPLICAS: u8 = 2;
@@ -629,15 +629,11 @@ fn without_the_fence_a_deposed_leaders_late_release_runs_a_backup_beside_the_app
             fence: false,
             ..StopSim::new(in_parts, 2)
         };
-        let checker = sim
-            .checker()
-            .finish_when(stateright::HasDiscoveries::AnyFailures)
-            .spawn_bfs()
-            .join();
-        let path = checker
-            .discovery("no mover reads the volumes while a pod of the app exists")
-            .unwrap_or_else(|| panic!("no counterexample without the fence (in parts: {in_parts})"))
-            .into_actions();
+        let path = counterexample(
+            sim,
+            "no mover reads the volumes while a pod of the app exists",
+        )
+        .unwrap_or_else(|| panic!("no counterexample without the fence (in parts: {in_parts})"));
         assert!(
             path.contains(&Action::Depose) && path.contains(&Action::LandLate),
             "{path:?}"
