@@ -78,7 +78,8 @@ dashboard_queries_run() {
     answer=$(curl -fsS --max-time 5 "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" --data-urlencode "query=$expr") ||
       { echo "Prometheus refused the dashboard's query: $expr"; return 1; }
     jq -e '.status == "success"' <<<"$answer" >/dev/null || { echo "$expr: $answer"; return 1; }
-    if [[ $expr == *last_success_timestamp* ]]; then
+    if [[ $expr == *last_success_timestamp* || $expr == hellostateful_backup_last_bytes ||
+      $expr == hellostateful_backup_last_duration_seconds || $expr == hellostateful_snapshots ]]; then
       jq -e --arg ns "$1" '[.data.result[] | select(.metric.namespace == $ns)] | length == 1' <<<"$answer" >/dev/null ||
         { echo "$expr has no series of $1: $answer"; return 1; }
     fi
@@ -88,6 +89,11 @@ dashboard_queries_run() {
 scraped() {
   prometheus_api 'query?query=up%7Bjob%3D%22hellostateful-reconciler-metrics%22%7D' |
     jq -e '.data.result[0].value[1] == "1"' >/dev/null
+}
+# value_of QUERY: the value of the one series QUERY finds.
+value_of() {
+  curl -fsS --max-time 5 "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" --data-urlencode "query=$1" |
+    jq -r 'if (.data.result | length) == 1 then .data.result[0].value[1] else "\(.data.result | length) series" end'
 }
 series_of() {
   prometheus_api "query?query=hellostateful_backup_last_success_timestamp_seconds%7Bnamespace%3D%22$1%22%7D" |
@@ -116,6 +122,19 @@ EOF
   wait_for "watched Ready" 120 app_ready "$ns" watched || { on_fail "$ns"; return 1; }
   [[ $(request "$ns" watched backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   wait_for "watched's last successful backup in Prometheus" 60 series_of "$ns"
+  # Its per-app series say what its status says: one backup succeeded, none runs, and the
+  # backup's retention left one snapshot, started at its id's time.
+  local of_app="namespace=\"$ns\",name=\"watched\"" id check
+  id=$(kubectl -n "$ns" get hellostateful watched -o jsonpath='{.status.lastBackup.id}')
+  for check in "hellostateful_backups_total{$of_app,result=\"succeeded\"}=1" \
+    "hellostateful_backups_total{$of_app,result=\"failed\"}=0" \
+    "hellostateful_operation_in_flight{$of_app,operation=\"backup\"}=0" \
+    "hellostateful_snapshots{$of_app}=1" \
+    "hellostateful_snapshot_oldest_timestamp_seconds{$of_app}=$(date -u -d "$(sed -E 's/^(....)(..)(..)T(..)(..)(..)Z.*/\1-\2-\3 \4:\5:\6/' <<<"$id")" +%s)" \
+    "hellostateful_backup_last_bytes{$of_app}=$(kubectl -n "$ns" get hellostateful watched -o jsonpath='{.status.lastBackup.bytes}')"; do
+    [[ $(value_of "${check%=*}") == "${check##*=}" ]] ||
+      { echo "${check%=*} is $(value_of "${check%=*}"), not ${check##*=}"; metrics | grep "$ns"; return 1; }
+  done
   only_exported_metrics_are_named
   dashboard_queries_run "$ns"
   # All is well here: the reconciler answers and runs, and this app is not overdue (other
@@ -124,11 +143,10 @@ EOF
     (.labels.alertname | test("Reconciler")) or .labels.namespace == $ns)] | length == 0' >/dev/null ||
     { prometheus_api alerts; return 1; }
   # A restore of a backup that does not exist fails: the real rule, on the real metric,
-  # fires. (Other suites may fail restores beside this one and fire it first; it must be
-  # firing once this one failed, whoever fired it.)
+  # fires for this app (other suites' apps may fail restores beside it: theirs are apart).
   [[ $(request "$ns" watched restore hello-stateful.example.com/restore-from=20000101T000000Z) == Failed ]] ||
     { on_fail "$ns"; return 1; }
-  wait_for "HelloStatefulRestoreFailed firing" 60 restore_alert_firing ||
+  wait_for "HelloStatefulRestoreFailed firing for $ns/watched" 60 restore_alert_firing "$ns" ||
     { prometheus_api alerts; prometheus_api 'query?query=hellostateful_restores_total'; return 1; }
 
   # Scheduled backups that keep failing (their target's filesystem is too small): the
@@ -158,8 +176,8 @@ no_overdue_alert() {
     and .labels.name == $name)] | length == 0' >/dev/null
 }
 restore_alert_firing() {
-  prometheus_api alerts | jq -e '[.data.alerts[] | select(.labels.alertname == "HelloStatefulRestoreFailed"
-    and .state == "firing")] | length == 1' >/dev/null
+  prometheus_api alerts | jq -e --arg ns "$1" '[.data.alerts[] | select(.labels.alertname == "HelloStatefulRestoreFailed"
+    and .labels.namespace == $ns and .labels.name == "watched" and .state == "firing")] | length == 1' >/dev/null
 }
 
 run_test the_alerts_pass_promtools_checks_and_unit_tests test_the_alerts_pass_promtools_checks_and_unit_tests

@@ -61,6 +61,9 @@ test_backup_waits_for_its_id_and_backups_lists_it() {
   [[ -n $id && $out == *"$id"* ]] || { echo "$out"; return 1; }
   hs backups demo -o json | jq -e --arg id "$id" 'map(.id) | index($id) != null' >/dev/null
   hs backups demo | grep -q "^$id "
+  # Status counts what the backup's retention left (the metrics read the same fields).
+  hs status demo | grep -qE "^  [1-9][0-9]* snapshot\(s\) kept after it, the oldest [0-9]{8}T[0-9]{6}Z" ||
+    { hs status demo; return 1; }
 }
 
 # A file whose size, times, owner and inode are unchanged is linked from the previous

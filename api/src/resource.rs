@@ -531,6 +531,13 @@ pub struct LastBackup {
     /// The Job that made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// How many snapshots its retention left, itself included (as of this backup: a
+    /// `backups delete` since is not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<u64>,
+    /// The oldest of them, usable with `restore --from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_snapshot: Option<String>,
 }
 
 /// Where an on-demand request stands.

@@ -20,6 +20,13 @@ pub struct BackupSummary {
     pub ordinals: Vec<u32>,
     #[serde(default)]
     pub pruned: Vec<String>,
+    /// The complete snapshots left after the backup's retention, itself included (movers
+    /// before 0.2 do not say).
+    #[serde(default)]
+    pub snapshots: Option<u64>,
+    /// The oldest of them.
+    #[serde(default)]
+    pub oldest: Option<String>,
     /// Files that kept changing while they were copied (kept as read, may be torn).
     #[serde(default)]
     pub inconsistent: u64,
@@ -102,6 +109,15 @@ pub struct DeleteResult {
     pub kept: Vec<String>,
 }
 
+/// When the backup `id` started: ids are its UTC start time (`20261129T150102Z`), with a
+/// `-N` suffix when that second was taken already.
+pub fn snapshot_started(id: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let stamp = id.split_once('-').map_or(id, |(stamp, _)| stamp);
+    chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ")
+        .ok()
+        .map(|time| time.and_utc())
+}
+
 /// The last line of `text` that parses as `T`: the mover's summary follows any warnings.
 pub fn parse_last_line<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
     text.lines()
@@ -112,6 +128,21 @@ pub fn parse_last_line<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshots_start_is_read_from_its_id() {
+        let start = |id| snapshot_started(id).map(|t| t.to_rfc3339());
+        assert_eq!(
+            start("20261129T150102Z").as_deref(),
+            Some("2026-11-29T15:01:02+00:00")
+        );
+        assert_eq!(
+            start("20261129T150102Z-12").as_deref(),
+            Some("2026-11-29T15:01:02+00:00")
+        );
+        assert_eq!(start("latest"), None);
+        assert_eq!(start(""), None);
+    }
 
     #[test]
     fn parses_the_summary_after_warnings() {

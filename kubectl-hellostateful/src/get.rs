@@ -253,6 +253,8 @@ pub(crate) mod tests {
                 duration_ms: 120,
                 inconsistent_files: 0,
                 job: Some(format!("backup-{name}-29376120")),
+                snapshots: Some(4),
+                oldest_snapshot: Some("20261129T140000Z".to_string()),
             }),
             last_full_read: Some("2026-11-29T12:05:02Z".to_string()),
             ..Default::default()

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use hellostateful_api::{
-    HelloStateful, HelloStatefulStatus, RequestPhase, RequestStatus, ResolvedTarget, names,
+    HelloStateful, HelloStatefulStatus, RequestPhase, RequestStatus, ResolvedTarget, names, summary,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -412,6 +412,22 @@ fn last_backup(
             )
         )),
         None => out.push_str("  <none>\n"),
+    }
+    if let Some(b) = &status.last_backup
+        && let Some(count) = b.snapshots
+    {
+        let oldest = b.oldest_snapshot.as_deref().map(|id| {
+            let started = summary::snapshot_started(id).map(|time| age(now, time));
+            format!(
+                ", the oldest {} ({} ago)",
+                printable(id),
+                started.as_deref().unwrap_or("<unknown>")
+            )
+        });
+        out.push_str(&format!(
+            "  {count} snapshot(s) kept after it{}\n",
+            oldest.unwrap_or_default()
+        ));
     }
     if let Some(b) = status
         .last_backup
@@ -1131,6 +1147,7 @@ Restored:          false
 
 Last backup:
   20261129T145500Z at 2026-11-29T14:55:02Z (4m58s ago): 2KiB in 1 files, 100B new, took 120ms, job backup-hello-29376120
+  4 snapshot(s) kept after it, the oldest 20261129T140000Z (60m ago)
 
 Requests:
   Backup:   Succeeded (token 2026-11-29T14:55:00.000001Z), backup 20261129T145500Z, job backup-hello-1a2b3c4d

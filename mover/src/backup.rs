@@ -25,7 +25,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rustix::fs::FileType;
 use serde::Serialize;
 
-use crate::catalog::{self, Snapshot};
+use crate::catalog::{self, PruneOutcome, Snapshot};
 use crate::confined::{Dir, Inode};
 use crate::entries::{self, BATCH, Entries, EntryWriter};
 use crate::error::{MoverError, Result};
@@ -103,12 +103,29 @@ pub struct BackupReport {
     pub ordinals: Vec<u32>,
     /// Snapshots deleted by `--keep-last`.
     pub pruned: Vec<String>,
+    /// With `--keep-last`: the complete snapshots left after it, this one included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<u64>,
+    /// With `--keep-last`: the oldest of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest: Option<String>,
     /// Files that kept changing while they were copied (kept as read, may be torn).
     #[serde(skip_serializing_if = "manifest::is_zero")]
     pub inconsistent: u64,
     /// The first few of them, `<ordinal>/<path>`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inconsistent_files: Vec<String>,
+}
+
+impl BackupReport {
+    /// Takes in what the backup's own retention did, if it ran.
+    pub(crate) fn retained(&mut self, retained: Option<PruneOutcome>) {
+        if let Some(outcome) = retained {
+            self.snapshots = Some(outcome.kept.len() as u64);
+            self.oldest = outcome.kept.last().cloned();
+            self.pruned = outcome.pruned;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -204,11 +221,11 @@ pub fn backup(app: &App, options: &BackupOptions) -> Result<BackupReport> {
         return Err(e);
     }
 
-    let pruned = match options.keep_last {
-        Some(keep) => catalog::prune_locked(&app_dir, keep)?.pruned,
-        None => Vec::new(),
+    let retained = match options.keep_last {
+        Some(keep) => Some(catalog::prune_locked(&app_dir, keep)?),
+        None => None,
     };
-    Ok(totals.report(&manifest, pruned))
+    Ok(totals.report(&manifest, retained))
 }
 
 impl Totals {
@@ -242,8 +259,12 @@ impl Totals {
     }
 
     /// The report of the backup that wrote `manifest`.
-    pub(crate) fn report(self, manifest: &Manifest, pruned: Vec<String>) -> BackupReport {
-        BackupReport {
+    pub(crate) fn report(
+        self,
+        manifest: &Manifest,
+        retained: Option<PruneOutcome>,
+    ) -> BackupReport {
+        let mut report = BackupReport {
             id: manifest.id.clone(),
             time: manifest.start_time,
             bytes: self.bytes,
@@ -252,10 +273,14 @@ impl Totals {
             linked_files: self.linked_files,
             duration_ms: manifest.duration_ms,
             ordinals: manifest.ordinals.clone(),
-            pruned,
+            pruned: Vec::new(),
+            snapshots: None,
+            oldest: None,
             inconsistent: self.inconsistent,
             inconsistent_files: self.inconsistent_named,
-        }
+        };
+        report.retained(retained);
+        report
     }
 }
 

@@ -22,7 +22,8 @@ pub enum MoverCommand {
         --source) into a new snapshot <target>/<namespace>/<name>/<id>/. Files unchanged since \
         the previous snapshot are hard links to it. Prints one line of JSON: \
         {\"id\",\"time\",\"bytes\",\"files\",\"newBytes\",\"linkedFiles\",\"durationMs\",\
-        \"ordinals\",\"pruned\"}.\n\nExample:\n  hellostateful-reconciler backup --namespace \
+        \"ordinals\",\"pruned\"}, and with --keep-last \"snapshots\" (how many are left) and \
+        \"oldest\" (the oldest left's id).\n\nExample:\n  hellostateful-reconciler backup --namespace \
         default --name hello --source /data --target /backup --keep-last 7 \
         --termination-log /dev/termination-log"
     )]

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use hellostateful_mover::{MoverError, Selector, chain};
+use hellostateful_mover::{BackupOptions, MoverError, Selector, chain};
 
 #[test]
 fn child() {
@@ -511,6 +511,28 @@ fn prune_keeps_the_newest_and_refuses_zero() {
     assert_eq!(out.kept, vec![ids[3].clone(), ids[2].clone()]);
     // The survivors' hard-linked files are intact.
     assert_eq!(all_snapshots_verify(&app), 2);
+}
+
+/// What the reconciler's snapshot metrics come from: a backup with retention says how
+/// many snapshots it left and the oldest; one without says nothing it did not count.
+#[test]
+fn a_backup_with_retention_reports_the_snapshots_left_and_the_oldest() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = volumes(tmp.path(), "src", 0);
+    let app = app(&tmp.path().join("backup"));
+    let plain = hellostateful_mover::backup(&app, &backup_opts(&source)).expect("backup");
+    assert_eq!((plain.snapshots, plain.oldest), (None, None));
+    let keeping = |n| BackupOptions {
+        keep_last: Some(n),
+        ..backup_opts(&source)
+    };
+    let second = hellostateful_mover::backup(&app, &keeping(3)).expect("backup");
+    assert_eq!(second.snapshots, Some(2));
+    assert_eq!(second.oldest.as_deref(), Some(plain.id.as_str()));
+    let third = hellostateful_mover::backup(&app, &keeping(1)).expect("backup");
+    assert_eq!(third.pruned, vec![second.id.clone(), plain.id.clone()]);
+    assert_eq!(third.snapshots, Some(1));
+    assert_eq!(third.oldest.as_deref(), Some(third.id.as_str()));
 }
 
 #[test]

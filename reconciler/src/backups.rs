@@ -314,6 +314,8 @@ fn succeeded(record: &mut Record, job_name: String, full_read: bool, outcome: Ba
         duration_ms: outcome.duration_ms,
         inconsistent_files: outcome.inconsistent,
         job: Some(job_name),
+        snapshots: outcome.snapshots,
+        oldest_snapshot: outcome.oldest,
     });
     let mut conditions = record.conditions();
     conditions.set(

@@ -1100,19 +1100,25 @@ async fn apply(app: Arc<HelloStateful>, ctx: Arc<Context>) -> Result<Action, Err
         tallies,
         ..
     } = pass.record;
+    let label = metrics::AppLabel {
+        namespace: app_ref.namespace.clone(),
+        name: app_ref.name.clone(),
+    };
+    ctx.metrics.observe(&label, &status);
     // Status first: an event must never claim what status does not yet say, and an action
     // is counted once its end is on record.
     let written = write_status(&ctx, &app, &old, status).await;
     ctx.remember(&app, written)?;
+    let metrics = &ctx.metrics;
     for tally in tallies {
         match tally {
             Tally::BackupSucceeded { bytes } => {
-                Metrics::finished(&ctx.metrics.backups, true);
-                ctx.metrics.backup_bytes.inc_by(bytes);
+                Metrics::finished(&metrics.backups, &label, true);
+                metrics.backup_bytes.inc_by(bytes);
             }
-            Tally::BackupFailed => Metrics::finished(&ctx.metrics.backups, false),
-            Tally::RestoreSucceeded => Metrics::finished(&ctx.metrics.restores, true),
-            Tally::RestoreFailed => Metrics::finished(&ctx.metrics.restores, false),
+            Tally::BackupFailed => Metrics::finished(&metrics.backups, &label, false),
+            Tally::RestoreSucceeded => Metrics::finished(&metrics.restores, &label, true),
+            Tally::RestoreFailed => Metrics::finished(&metrics.restores, &label, false),
         }
     }
     for note in notes {
@@ -1809,10 +1815,8 @@ async fn decide<P>(
     }
 }
 
-/// The schedule, on-demand backups and what status says of them (see `backups`): decided,
-/// reading the termination messages the decision asks for, then written.
-/// The BackupOverdue condition (an event when it turns True or back) and the app's backup
-/// metrics, from the newest successful backup in status.
+/// The BackupOverdue condition (an event when it turns True or back) and its metric, from
+/// the newest successful backup in status.
 fn report_overdue(pass: &mut Pass<'_>) {
     let app = pass.app;
     let utc = |time: &k8s_openapi::jiff::Timestamp| {
@@ -1838,13 +1842,6 @@ fn report_overdue(pass: &mut Pass<'_>) {
         namespace: app.namespace.clone(),
         name: app.name.clone(),
     };
-    if let Some(time) = last_success {
-        pass.ctx
-            .metrics
-            .last_backup
-            .get_or_create(&label)
-            .set(time.timestamp());
-    }
     let verdict = overdue::check(&app.app.spec, created, last_success, chrono::Utc::now());
     let was_overdue = pass.conditions().is_true(conditions::BACKUP_OVERDUE);
     let (overdue, reason, message) = match verdict {
@@ -1874,6 +1871,8 @@ fn report_overdue(pass: &mut Pass<'_>) {
     }
 }
 
+/// The schedule, on-demand backups and what status says of them (see `backups`): decided,
+/// reading the termination messages the decision asks for, then written.
 async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Result<(), Error> {
     let app = pass.app;
     let location = pass

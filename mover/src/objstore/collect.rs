@@ -555,6 +555,11 @@ pub(super) mod tests {
         let report = super::super::backup(&store, &pruning).expect("the backup succeeds");
         assert!(report.pruned.is_empty(), "{report:?}");
         assert_eq!(
+            (report.snapshots, report.oldest.as_deref()),
+            (Some(1), Some(report.id.as_str())),
+            "only the snapshots that can be read are counted"
+        );
+        assert_eq!(
             store.snapshot_ids().expect("ids").len(),
             2,
             "one snapshot more"

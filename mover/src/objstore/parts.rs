@@ -23,6 +23,7 @@ use super::Store;
 use super::collect::lock_backup;
 use super::upload::{Sent, send};
 use crate::backup::{BackupOptions, BackupReport, NAMED_INCONSISTENT};
+use crate::catalog::PruneOutcome;
 use crate::error::{MoverError, Result};
 use crate::manifest::{INLINE_FORMAT, Manifest, SUCCEEDED};
 use crate::names::BackupId;
@@ -76,7 +77,7 @@ pub fn backup_part(store: &Store, options: &BackupOptions, set: &PartSet) -> Res
     let key = Key::from(format!("{}/{first}.json", set_prefix(set)));
     store.put_sealed(&key, &mut manifest)?;
     drop(lock);
-    Ok(totals.report(&manifest, Vec::new()))
+    Ok(totals.report(&manifest, None))
 }
 
 /// Seals the parts of `set`, which must hold ordinals `0..replicas` once each, into one
@@ -112,11 +113,11 @@ pub fn seal(
             store.delete_key(&stale.location)?;
         }
     }
-    let pruned = match keep_last {
-        Some(keep) => super::catalog::prune_holding(store, keep, Some(&lock))?.pruned,
-        None => Vec::new(),
+    let retained = match keep_last {
+        Some(keep) => Some(super::catalog::prune_holding(store, keep, Some(&lock))?),
+        None => None,
     };
-    Ok(report(&manifest, pruned))
+    Ok(report(&manifest, retained))
 }
 
 /// One manifest of every part, each checked as a snapshot's is.
@@ -173,7 +174,7 @@ fn missing(store: &Store, set: &PartSet, ordinals: Vec<u32>) -> MoverError {
 }
 
 /// The report a one-step backup of the same volumes would have printed.
-fn report(manifest: &Manifest, pruned: Vec<String>) -> BackupReport {
+fn report(manifest: &Manifest, retained: Option<PruneOutcome>) -> BackupReport {
     let inconsistent_files = manifest
         .replicas
         .iter()
@@ -185,7 +186,7 @@ fn report(manifest: &Manifest, pruned: Vec<String>) -> BackupReport {
         })
         .take(NAMED_INCONSISTENT)
         .collect();
-    BackupReport {
+    let mut report = BackupReport {
         id: manifest.id.clone(),
         time: manifest.start_time,
         bytes: manifest.bytes,
@@ -194,10 +195,14 @@ fn report(manifest: &Manifest, pruned: Vec<String>) -> BackupReport {
         linked_files: manifest.linked_files,
         duration_ms: manifest.duration_ms,
         ordinals: manifest.ordinals.clone(),
-        pruned,
+        pruned: Vec::new(),
+        snapshots: None,
+        oldest: None,
         inconsistent: manifest.inconsistent_files,
         inconsistent_files,
-    }
+    };
+    report.retained(retained);
+    report
 }
 
 /// The stored parts (of `set`, or of every set), each with its checked manifest.

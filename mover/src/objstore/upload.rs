@@ -47,11 +47,11 @@ pub fn backup(store: &Store, options: &BackupOptions) -> Result<BackupReport> {
     } = send(store, options)?;
     let key = Store::manifest_key(&id);
     store.put_sealed(&key, &mut manifest)?;
-    let pruned = match options.keep_last {
-        Some(keep) => super::catalog::prune_holding(store, keep, Some(&lock))?.pruned,
-        None => Vec::new(),
+    let retained = match options.keep_last {
+        Some(keep) => Some(super::catalog::prune_holding(store, keep, Some(&lock))?),
+        None => None,
     };
-    Ok(totals.report(&manifest, pruned))
+    Ok(totals.report(&manifest, retained))
 }
 
 /// What a backup sent: its manifest, not yet stored, and the lock that keeps a collection
