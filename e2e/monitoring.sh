@@ -104,6 +104,9 @@ test_a_real_prometheus_scrapes_the_reconciler_with_the_alerts_loaded() {
   ns=$(new_ns mon)
   trap "[[ -z \${PROMETHEUS_PID:-} ]] || kill \$PROMETHEUS_PID 2>/dev/null; cleanup_ns '$ns'; umount '$SMALL_ROOT/$ns' 2>/dev/null; rmdir '$SMALL_ROOT/$ns' 2>/dev/null" EXIT
   app_yaml watched '{"replicas": 1, "backupSchedule": "0 0 1 1 *"}' | kubectl -n "$ns" apply -f - >/dev/null
+  # Backed up on demand only, and overdue once its newest backup (before the first: the app)
+  # is a minute old: checked below, once that minute has passed.
+  app_yaml ondemand '{"replicas": 1, "backup": {"maxAgeSeconds": 60}}' | kubectl -n "$ns" apply -f - >/dev/null
   ip=$(kubectl -n "$RECONCILER_NS" get service hellostateful-reconciler-metrics -o jsonpath='{.spec.clusterIP}')
   # The job name is the one the ServiceMonitor gives (the Service's), which the alerts use.
   cat >"$WORK/prometheus.yml" <<EOF
@@ -140,14 +143,26 @@ EOF
   # All is well here: the reconciler answers and runs, and this app is not overdue (other
   # suites' apps, beside this one, may fail backups and restores on purpose).
   prometheus_api alerts | jq -e --arg ns "$ns" '[.data.alerts[] | select(
-    (.labels.alertname | test("Reconciler")) or .labels.namespace == $ns)] | length == 0' >/dev/null ||
-    { prometheus_api alerts; return 1; }
+    (.labels.alertname | test("Reconciler")) or (.labels.namespace == $ns and .labels.name == "watched"))] |
+    length == 0' >/dev/null || { prometheus_api alerts; return 1; }
   # A restore of a backup that does not exist fails: the real rule, on the real metric,
   # fires for this app (other suites' apps may fail restores beside it: theirs are apart).
   [[ $(request "$ns" watched restore hello-stateful.example.com/restore-from=20000101T000000Z) == Failed ]] ||
     { on_fail "$ns"; return 1; }
   wait_for "HelloStatefulRestoreFailed firing for $ns/watched" 60 restore_alert_firing "$ns" ||
     { prometheus_api alerts; prometheus_api 'query?query=hellostateful_restores_total'; return 1; }
+
+  # No schedule, a max age of a minute: overdue once the app is a minute old without a
+  # backup, in status and on the real metric and rule; on time again once one succeeds.
+  wait_for "HelloStatefulBackupOverdue pending for ondemand" 240 overdue_alert "$ns" ondemand pending ||
+    { prometheus_api alerts; on_fail "$ns"; return 1; }
+  status_contains "$ns" ondemand '{.status.conditions[?(@.type=="BackupOverdue")].message}' \
+    "more than backup.maxAgeSeconds (60s) ago"
+  [[ $(request "$ns" ondemand backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
+  [[ $(jp "$ns" ondemand '{.status.conditions[?(@.type=="BackupOverdue")].status}') == False ]] ||
+    { kubectl -n "$ns" get hellostateful ondemand -o yaml; return 1; }
+  wait_for "HelloStatefulBackupOverdue gone for ondemand" 30 no_overdue_alert "$ns" ondemand ||
+    { prometheus_api alerts; return 1; }
 
   # Scheduled backups that keep failing (their target's filesystem is too small): the
   # overdue rule holds on the real metric, so its alert is pending (it fires once pending for

@@ -18,10 +18,10 @@ test_dry_runs_change_nothing() {
   python3 -c 'import sys, yaml; d = yaml.safe_load(sys.stdin); assert d["kind"] == "HelloStateful" and d["spec"]["backupSchedule"] == "*/5 * * * *", d' <<<"$yaml"
   # The API server's answer: the CRD defaults a port's protocol, as for a Pod.
   hs create demo --schedule '*/5 * * * *' --env MODE=primary --port 8080 --full-read-every 24h \
-    --dry-run=server -o json |
+    --max-backup-age 26h --dry-run=server -o json |
     jq -e '.metadata.name == "demo" and .spec.env == [{"name": "MODE", "value": "primary"}] and
       .spec.ports == [{"containerPort": 8080, "protocol": "TCP"}] and
-      .spec.backup.fullReadEverySeconds == 86400' >/dev/null
+      .spec.backup.fullReadEverySeconds == 86400 and .spec.backup.maxAgeSeconds == 93600' >/dev/null
   if kubectl -n "$NS" get hellostateful demo >/dev/null 2>&1; then echo "a dry run created the app"; return 1; fi
   "$HS_PLUGIN" install --dry-run -o yaml | python3 -c 'import sys, yaml; kinds = {d["kind"] for d in yaml.safe_load_all(sys.stdin) if d}; assert {"CustomResourceDefinition", "Deployment", "ClusterRole"} <= kinds, kinds'
 }

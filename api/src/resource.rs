@@ -323,6 +323,14 @@ pub struct BackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 31622400))]
     pub full_read_every_seconds: Option<i32>,
+
+    /// How old, in seconds, the newest successful backup (or, before the first, the app)
+    /// may get before backups count as overdue (the BackupOverdue condition, its event and
+    /// metric), with or without a schedule. Default: once two scheduled runs have passed
+    /// without a successful backup (no schedule: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60, max = 31622400))]
+    pub max_age_seconds: Option<i32>,
 }
 
 /// How a backup gets a consistent copy of the app's volumes.
@@ -641,6 +649,13 @@ impl HelloStatefulSpec {
             .and_then(|b| b.retention.as_ref())
             .and_then(|r| r.keep_last)
             .unwrap_or(defaults::KEEP_LAST)
+    }
+
+    /// How old the newest successful backup may get before backups are overdue, if the
+    /// spec says (else two scheduled runs decide).
+    pub fn max_backup_age(&self) -> Option<chrono::TimeDelta> {
+        let seconds = self.backup.as_ref()?.max_age_seconds?;
+        chrono::TimeDelta::try_seconds(i64::from(seconds))
     }
 
     /// How old the newest backup that read every file may get, defaulted; None: only on

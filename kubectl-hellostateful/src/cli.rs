@@ -459,6 +459,11 @@ pub struct CreateArgs {
     /// through mmap can change unseen (spec.backup.fullReadEverySeconds)
     #[arg(long, value_name = "DURATION", value_parser = parse_full_read_every)]
     pub full_read_every: Option<i32>,
+    /// Count backups as overdue (BackupOverdue, its event, metric and alert) once the newest
+    /// successful one is this old (like 26h; 1m to 366 days), with or without a schedule;
+    /// default: two scheduled runs missed (spec.backup.maxAgeSeconds)
+    #[arg(long, value_name = "DURATION", value_parser = parse_max_backup_age)]
+    pub max_backup_age: Option<i32>,
     /// Node directory that holds backups: a clean absolute path that is one of the backup
     /// roots the cluster admin allows (default /tmp/backup); backups go to DIR/<namespace>/<name>
     #[arg(long, value_name = "DIR", conflicts_with = "backup_target_pvc")]
@@ -825,11 +830,25 @@ fn parse_backup_source(text: &str) -> Result<RestoreSource, String> {
 
 /// `--full-read-every`: a duration of at most 366 days, in whole seconds.
 fn parse_full_read_every(text: &str) -> Result<i32, String> {
+    seconds_within(text, 0)
+}
+
+/// `--max-backup-age`: a duration of a minute to 366 days, in whole seconds.
+fn parse_max_backup_age(text: &str) -> Result<i32, String> {
+    seconds_within(text, 60)
+}
+
+/// A duration of `least` seconds to 366 days, in whole seconds (the CRD's bounds).
+fn seconds_within(text: &str, least: i32) -> Result<i32, String> {
     const MOST: i32 = 366 * 24 * 3600;
-    i32::try_from(parse_duration(text)?.as_secs())
+    let seconds = i32::try_from(parse_duration(text)?.as_secs())
         .ok()
         .filter(|seconds| *seconds <= MOST)
-        .ok_or_else(|| format!("{text:?} is longer than 366 days (8784h)"))
+        .ok_or_else(|| format!("{text:?} is longer than 366 days (8784h)"))?;
+    if seconds < least {
+        return Err(format!("{text:?} is shorter than {least}s"));
+    }
+    Ok(seconds)
 }
 
 /// Parses `90`, `90s`, `10m`, `1h`, `1h30m`, `500ms`.

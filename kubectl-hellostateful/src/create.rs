@@ -67,13 +67,15 @@ pub fn build(args: &CreateArgs, namespace: &str, schedule: Option<String>) -> He
     let backup = (target.is_some()
         || retention.is_some()
         || consistency.is_some()
-        || args.full_read_every.is_some())
+        || args.full_read_every.is_some()
+        || args.max_backup_age.is_some())
     .then_some(BackupSpec {
         target,
         retention,
         suspend: false,
         consistency,
         full_read_every_seconds: args.full_read_every,
+        max_age_seconds: args.max_backup_age,
     });
     let spec = HelloStatefulSpec {
         replicas: args.replicas,
@@ -336,6 +338,8 @@ mod tests {
             "8080",
             "--full-read-every",
             "24h",
+            "--max-backup-age",
+            "26h",
         ]);
         let app = build(&a, "prod", None);
         assert_eq!(
@@ -346,7 +350,7 @@ mod tests {
                 "ports": [{"containerPort": 8080}],
                 "storage": {"size": "5Gi", "storageClassName": "standard"},
                 "backup": {"target": {"persistentVolumeClaim": "backups"}, "retention": {"keepLast": 3}, "suspend": false,
-                    "fullReadEverySeconds": 86400}
+                    "fullReadEverySeconds": 86400, "maxAgeSeconds": 93600}
             })
         );
     }
@@ -374,6 +378,30 @@ mod tests {
         assert_eq!(every("8784h").ok(), Some(Some(31_622_400)));
         assert!(every("8785h").is_err());
         assert!(every("weekly").is_err());
+    }
+
+    #[test]
+    fn a_max_backup_age_is_a_minute_to_a_year() {
+        let age = |text: &str| {
+            Cli::try_parse_from([
+                "kubectl-hellostateful",
+                "create",
+                "web",
+                "--max-backup-age",
+                text,
+            ])
+            .map(|cli| match cli.command {
+                crate::cli::Command::Create(args) => build(&args, "default", None)
+                    .spec
+                    .backup
+                    .and_then(|b| b.max_age_seconds),
+                other => panic!("a create, not {other:?}"),
+            })
+        };
+        assert_eq!(age("26h").ok(), Some(Some(93_600)));
+        assert_eq!(age("1m").ok(), Some(Some(60)));
+        assert!(age("59s").is_err());
+        assert!(age("8785h").is_err());
     }
 
     #[test]

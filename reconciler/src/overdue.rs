@@ -3,7 +3,9 @@
 //! A backup is overdue once two scheduled runs have passed since the newest successful
 //! backup (or, before the first, since the app was made): one run may fail or still be
 //! running, two may not. The reconciler reads schedules in UTC; for a schedule in a time
-//! zone (`TZ=...`), whose runs it places up to a day off, one more run must pass.
+//! zone (`TZ=...`), whose runs it places up to a day off, one more run must pass. An app
+//! may instead say how old its newest backup may get (`spec.backup.maxAgeSeconds`), also
+//! without a schedule, for backups taken on demand.
 
 use chrono::{DateTime, Utc};
 use hellostateful_api::HelloStatefulSpec;
@@ -28,16 +30,27 @@ pub fn check(
     last_success: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Verdict {
-    let Some(schedule) = spec.backup_schedule.as_deref() else {
-        return Verdict::NotScheduled("the app has no backupSchedule");
-    };
+    let since = last_success.map_or(created, |success| success.max(created));
     if spec.backups_suspended() {
         return Verdict::NotScheduled("scheduled backups are suspended");
     }
+    if let Some(max_age) = spec.max_backup_age() {
+        if now - since <= max_age {
+            return Verdict::OnTime;
+        }
+        return Verdict::Overdue(format!(
+            "{}, more than backup.maxAgeSeconds ({}s) ago; see BackupFailed and the backup \
+             Jobs' events",
+            since_what(since, last_success),
+            max_age.num_seconds()
+        ));
+    }
+    let Some(schedule) = spec.backup_schedule.as_deref() else {
+        return Verdict::NotScheduled("the app has no backupSchedule");
+    };
     let Some((cron, zoned)) = validate::parsed_schedule(schedule) else {
         return Verdict::NotScheduled("the backupSchedule is not valid");
     };
-    let since = last_success.map_or(created, |success| success.max(created));
     let allowed = if zoned { 3 } else { 2 };
     let passed: Vec<DateTime<Utc>> = cron
         .iter_after(since)
@@ -52,17 +65,20 @@ pub fn check(
         .map(|run| run.format("%Y-%m-%dT%H:%M:%SZ").to_string())
         .collect::<Vec<_>>()
         .join(", ");
+    Verdict::Overdue(format!(
+        "{}, and the runs scheduled at {runs} (UTC) have passed; see BackupFailed and the \
+         backup Jobs' events",
+        since_what(since, last_success)
+    ))
+}
+
+/// "no backup has succeeded since …", from the newest success or the app's creation.
+fn since_what(since: DateTime<Utc>, last_success: Option<DateTime<Utc>>) -> String {
     let since_text = since.format("%Y-%m-%dT%H:%M:%SZ");
-    Verdict::Overdue(match last_success {
-        Some(_) => format!(
-            "no backup has succeeded since {since_text}, and the runs scheduled at {runs} \
-             (UTC) have passed; see BackupFailed and the backup Jobs' events"
-        ),
-        None => format!(
-            "no backup has succeeded since the app was made ({since_text}), and the runs \
-             scheduled at {runs} (UTC) have passed; see BackupFailed and the backup Jobs' events"
-        ),
-    })
+    match last_success {
+        Some(_) => format!("no backup has succeeded since {since_text}"),
+        None => format!("no backup has succeeded since the app was made ({since_text})"),
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +158,45 @@ mod tests {
         assert!(matches!(
             check(&zoned, created, None, at("2026-12-03T04:00:00Z")),
             Verdict::Overdue(_)
+        ));
+    }
+
+    #[test]
+    fn a_max_age_decides_with_or_without_a_schedule() {
+        let created = at("2026-12-01T00:00:00Z");
+        let success = Some(at("2026-12-01T06:00:00Z"));
+        for spec in [
+            json!({"backup": {"maxAgeSeconds": 7200}}),
+            // Hourly runs would allow two hours too, but the max age decides alone.
+            json!({"backupSchedule": "@yearly", "backup": {"maxAgeSeconds": 7200}}),
+        ] {
+            let spec: HelloStatefulSpec = serde_json::from_value(spec).expect("a valid spec");
+            assert_eq!(
+                check(&spec, created, success, at("2026-12-01T08:00:00Z")),
+                Verdict::OnTime
+            );
+            let Verdict::Overdue(message) =
+                check(&spec, created, success, at("2026-12-01T08:00:01Z"))
+            else {
+                panic!("older than its max age: overdue");
+            };
+            assert!(
+                message.contains(
+                    "since 2026-12-01T06:00:00Z, more than backup.maxAgeSeconds (7200s) ago"
+                ),
+                "{message}"
+            );
+            assert!(matches!(
+                check(&spec, created, None, at("2026-12-01T02:00:01Z")),
+                Verdict::Overdue(message) if message.contains("since the app was made")
+            ));
+        }
+        let paused: HelloStatefulSpec =
+            serde_json::from_value(json!({"backup": {"maxAgeSeconds": 60, "suspend": true}}))
+                .expect("a valid spec");
+        assert!(matches!(
+            check(&paused, created, None, at("2027-01-01T00:00:00Z")),
+            Verdict::NotScheduled(_)
         ));
     }
 
