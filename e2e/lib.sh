@@ -16,6 +16,8 @@
 #                                                 whole and count its tests
 #   summary                                       print "SUITE: N passed, M failed"; non-zero if any failed
 #   dump_debug NAMESPACE                          pods, events, describe + logs of unhealthy pods
+#   go_tool NAME PACKAGE VERSION                  the path of Go tool NAME, built from the Go
+#                                                 module proxy once per version into $TOOLS
 #
 # Each test FUNCTION runs in a subshell with `set -e`, so its first failing command fails
 # the test; variables it sets do not reach later tests (keep shared state in the script).
@@ -133,4 +135,26 @@ dump_debug() {
       kubectl -n "$ns" logs "$pod" --all-containers --tail=50 >&2 2>&1 || true
     done
   echo "----- end debug -----" >&2
+}
+
+# go_tool NAME PACKAGE VERSION: the tool's path, built once per version outside the checkout
+# (in $TOOLS, by default /var/cache/hellostateful/tools).
+go_tool() {
+  local name=$1 package=$2 version=$3 tools=${TOOLS:-${HS_E2E_CACHE:-/var/cache/hellostateful}/tools}
+  local dir="$tools/$1-$3" tmp
+  if [[ ! -x $dir/$name ]]; then
+    mkdir -p "$tools"
+    (
+      flock 9
+      if [[ ! -x $dir/$name ]]; then
+        echo "building $name $version from the Go module proxy" >&2
+        tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+        GOBIN=$tmp GOTOOLCHAIN=local CGO_ENABLED=0 go install "$package@$version" >&2
+        mkdir -p "$dir"
+        mv "$tmp/$name" "$dir/"
+        rmdir "$tmp"
+      fi
+    ) 9>"$tools/.$name-$version.lock"
+  fi
+  echo "$dir/$name"
 }

@@ -26,26 +26,6 @@ DIGEST=sha256:$(printf '%064d' 7)
 WORK=$(mktemp -d /tmp/release-e2e.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-# go_tool NAME PACKAGE VERSION: the tool's path, built once per version outside the checkout.
-go_tool() {
-  local name=$1 package=$2 version=$3 dir="$TOOLS/$1-$3" tmp
-  if [[ ! -x $dir/$name ]]; then
-    mkdir -p "$TOOLS"
-    (
-      flock 9
-      if [[ ! -x $dir/$name ]]; then
-        echo "building $name $version from the Go module proxy" >&2
-        tmp=$(mktemp -d "$dir.tmp.XXXXXX")
-        GOBIN=$tmp GOTOOLCHAIN=local CGO_ENABLED=0 go install "$package@$version" >&2
-        mkdir -p "$dir"
-        mv "$tmp/$name" "$dir/"
-        rmdir "$tmp"
-      fi
-    ) 9>"$TOOLS/.$name-$version.lock"
-  fi
-  echo "$dir/$name"
-}
-
 test_tools() {
   ACTIONLINT=$(go_tool actionlint github.com/rhysd/actionlint/cmd/actionlint "$ACTIONLINT_VERSION")
   CRANE=$(go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION")
