@@ -895,7 +895,7 @@ impl ReplicaCopy<'_> {
 }
 
 /// Whether a file takes fewer blocks than its size: it has holes to keep.
-fn has_holes(inode: &Inode) -> bool {
+pub(crate) fn has_holes(inode: &Inode) -> bool {
     inode.blocks.saturating_mul(512) < inode.size
 }
 

@@ -391,6 +391,49 @@ fn copy_segments(
     Ok(end)
 }
 
+/// Writes a file's contents in the order they arrive (downloaded), leaving a hole for
+/// every whole block of zeros when `holes` (the file had holes when it was backed up), as
+/// `cp --sparse=always` does; [`HoleWriter::finish`] sets the length, which makes a
+/// trailing run of zeros a hole too.
+pub(crate) struct HoleWriter<'a> {
+    file: &'a File,
+    holes: bool,
+    at: u64,
+}
+
+/// The block a run of zeros must fill to become a hole (the usual filesystem block).
+const HOLE_BLOCK: u64 = 4096;
+
+impl<'a> HoleWriter<'a> {
+    pub(crate) fn new(file: &'a File, holes: bool) -> Self {
+        Self { file, holes, at: 0 }
+    }
+
+    pub(crate) fn write(&mut self, mut chunk: &[u8]) -> io::Result<()> {
+        while !chunk.is_empty() {
+            let to_block_end = (HOLE_BLOCK - self.at % HOLE_BLOCK) as usize;
+            let take = if self.holes {
+                to_block_end.min(chunk.len())
+            } else {
+                chunk.len()
+            };
+            let (piece, rest) = chunk.split_at(take);
+            // A zero piece is left unwritten: it reads as zeros, and a whole block of them
+            // is a hole.
+            if !(self.holes && piece.iter().all(|b| *b == 0)) {
+                self.file.write_all_at(piece, self.at)?;
+            }
+            self.at += piece.len() as u64;
+            chunk = rest;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> io::Result<()> {
+        self.file.set_len(self.at)
+    }
+}
+
 fn hash_zeros(hasher: &mut blake3::Hasher, mut len: u64) {
     static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
     while len > 0 {

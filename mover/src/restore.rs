@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use std::io::Write as _;
-
 use crate::catalog::{self, Snapshot};
 use crate::confined::{Dir, FreeSpace, Inode};
 use crate::entries::{self, BATCH, Entries};
@@ -542,10 +540,12 @@ impl Stager<'_> {
                 if entry.blake3.is_none() {
                     return Err(self.damaged(&rel, "the manifest has no checksum for it"));
                 }
-                let mut dst = self.staging.create_file(&rel, entry.meta.mode)?;
+                let dst = self.staging.create_file(&rel, entry.meta.mode)?;
+                let mut writer = fsops::HoleWriter::new(&dst, entry.sparse);
                 let fetched = store.fetch_content(entry, |chunk| {
-                    dst.write_all(chunk).map_err(io_err("write", &to))
+                    writer.write(chunk).map_err(io_err("write", &to))
                 })?;
+                writer.finish().map_err(io_err("write", &to))?;
                 let Some((len, hash)) = fetched else {
                     return Err(self.damaged(
                         &from,

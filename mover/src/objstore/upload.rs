@@ -25,7 +25,7 @@ use super::pack::{PACKED_MAX, Pending};
 use super::{PART_SIZE, Store};
 use crate::backup::{
     BackupOptions, BackupReport, COPY_ATTEMPTS, CopyCheck, NAMED_INCONSISTENT, Totals, check_copy,
-    unchanged_since, vanished,
+    has_holes, unchanged_since, vanished,
 };
 use crate::confined::{Dir, Inode};
 use crate::error::{MoverError, Result};
@@ -338,6 +338,7 @@ impl Uploader<'_> {
                             entry.blake3.clone_from(&copied.blake3);
                             entry.pack.clone_from(&copied.pack);
                             entry.source = copied.source;
+                            entry.sparse = copied.sparse;
                             entry.xattrs.clone_from(&copied.xattrs);
                             totals.files += 1;
                             totals.bytes += entry.size;
@@ -535,6 +536,7 @@ impl Uploader<'_> {
             entry.pack = pack;
             entry.source = Some(fsops::stamp_of(&before, &path)?);
             entry.inconsistent = !consistent;
+            entry.sparse = has_holes(&before);
             return Ok(Outcome::Read { entry, sent });
         }
     }
@@ -583,6 +585,7 @@ impl Uploader<'_> {
         entry.blake3 = Some(blake3);
         entry.source = Some(fsops::stamp_of(before, path)?);
         entry.inconsistent = true;
+        entry.sparse = has_holes(before);
         Ok(Outcome::Read { entry, sent })
     }
 
@@ -724,6 +727,66 @@ mod tests {
         assert!(verified.problems.is_empty(), "{:?}", verified.problems);
         let incoming = store.list_keys("data/incoming").expect("list");
         assert!(incoming.is_empty(), "{incoming:?}");
+    }
+
+    /// A file with holes (a VM image, a database's preallocated file) comes back from the
+    /// store with its holes, small (packed) or large (an object of its own), and its
+    /// contents whole; a file without holes comes back dense, zeros and all.
+    #[test]
+    fn files_with_holes_are_restored_with_their_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let store = Store::in_memory("ns", "app");
+        let volume = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(volume.path().join("0")).expect("mkdir");
+        let write = |name: &str, len: u64, at: u64, sparse: bool| {
+            let path = volume.path().join("0").join(name);
+            let file = std::fs::File::create(&path).expect("create");
+            if sparse {
+                file.set_len(len).expect("set_len");
+            } else {
+                file.write_all_at(&vec![0; len as usize], 0).expect("zeros");
+            }
+            file.write_all_at(b"data in the middle", at).expect("write");
+            std::fs::read(&path).expect("read")
+        };
+        let files = [
+            ("small", write("small", 1 << 20, 300_000, true)),
+            (
+                "large",
+                write("large", PART_SIZE as u64 * 2, PART_SIZE as u64, true),
+            ),
+            ("dense", write("dense", 1 << 20, 300_000, false)),
+        ];
+        backup(&store, &options(volume.path())).expect("backup");
+        let pod = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(pod.path().join("0")).expect("mkdir");
+        let restore = crate::RestoreOptions {
+            dest: pod.path().to_owned(),
+            from: Selector::Latest,
+            if_exists: false,
+            lock_wait: std::time::Duration::ZERO,
+            commit_note: None,
+        };
+        crate::restore_from_store(&store, &store, &restore).expect("restore");
+        for (name, contents) in &files {
+            let path = pod.path().join("0").join(name);
+            assert!(
+                std::fs::read(&path).expect("read") == *contents,
+                "{name}'s contents"
+            );
+            let allocated = std::fs::metadata(&path).expect("stat").blocks() * 512;
+            if *name == "dense" {
+                assert!(
+                    allocated >= contents.len() as u64,
+                    "{name}: {allocated} bytes allocated"
+                );
+            } else {
+                assert!(
+                    allocated <= 64 * 1024,
+                    "{name}: {allocated} bytes allocated, not holes"
+                );
+            }
+        }
     }
 
     /// A volume of a small file (packed) and a larger one (an object of its own); their
