@@ -337,6 +337,7 @@ fn summary(
         },
     );
     field("Full reads", full_reads(app, status, now));
+    field("Overdue after", overdue_after(app));
     field(
         "Restore on create",
         match &app.spec.restore_from {
@@ -357,6 +358,21 @@ fn summary(
         );
     }
     out
+}
+
+/// When backups count as overdue (the BackupOverdue condition, shown with the others).
+fn overdue_after(app: &HelloStateful) -> String {
+    if app.spec.backups_suspended() {
+        return "never while scheduled backups are suspended".into();
+    }
+    match (app.spec.max_backup_age(), &app.spec.backup_schedule) {
+        (Some(age), _) => format!(
+            "{} without a successful backup (backup.maxAgeSeconds)",
+            human_duration(age.num_seconds().unsigned_abs())
+        ),
+        (None, Some(_)) => "two scheduled runs without a successful backup".into(),
+        (None, None) => "never (no schedule; backup.maxAgeSeconds would set it)".into(),
+    }
 }
 
 /// How often a backup reads every file again, and when one last did.
@@ -774,6 +790,23 @@ fn events(view: &View, now: DateTime<Utc>, style: Style) -> String {
 mod tests {
     use super::*;
     use crate::get::tests::{app, now};
+
+    #[test]
+    fn overdue_after_says_what_decides_it() {
+        let mut hello = app("default", "hello", 1, 1);
+        assert_eq!(
+            overdue_after(&hello),
+            "two scheduled runs without a successful backup"
+        );
+        hello.spec.backup.get_or_insert_default().max_age_seconds = Some(93_600);
+        assert_eq!(
+            overdue_after(&hello),
+            "26h without a successful backup (backup.maxAgeSeconds)"
+        );
+        hello.spec.backup = None;
+        hello.spec.backup_schedule = None;
+        assert!(overdue_after(&hello).starts_with("never (no schedule"));
+    }
     use k8s_openapi::api::core::v1::{
         ContainerStatus, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, PodStatus,
     };
@@ -1142,6 +1175,7 @@ Schedule:          */5 * * * *
 Backup target:     node directory /tmp/backup/default/hello on node-1, keep last 10
 Consistency:       live (copied while the app runs)
 Full reads:        every 7d, the last at 2026-11-29T12:05:02Z (174m ago)
+Overdue after:     two scheduled runs without a successful backup
 Restore on create: true
 Restored:          false
 
