@@ -172,7 +172,7 @@ reconcilers_one_leading() {
 }
 
 test_helm_takes_over_the_install_upgrades_it_and_keeps_the_crd() {
-  local before after
+  local before after kept_ns
   # What `kubectl hellostateful install` (or kubectl apply -k) made becomes the release's, as
   # README says: Helm adopts objects that carry its owner's label and annotations.
   kubectl kustomize "$E2E_ROOT/manifests" >"$WORK/objects.yaml"
@@ -204,16 +204,16 @@ test_helm_takes_over_the_install_upgrades_it_and_keeps_the_crd() {
   walkthrough helm-upgraded
 
   # Uninstalled: the CRD stays (deleting it would delete every app), with an app left in it.
-  kubectl create namespace helm-kept >/dev/null
-  app_yaml kept '{"replicas": 1}' | kubectl -n helm-kept apply -f - >/dev/null
-  wait_for "kept Ready" 120 app_ready helm-kept kept
+  kept_ns=$(new_ns helm-kept)
+  app_yaml kept '{"replicas": 1}' | kubectl -n "$kept_ns" apply -f - >/dev/null
+  wait_for "kept Ready" 120 app_ready "$kept_ns" kept
   helm uninstall "$RELEASE" -n "$RECONCILER_NS" --wait --timeout 3m
   kubectl get crd hellostatefuls.hello-stateful.example.com >/dev/null
-  kubectl -n helm-kept get hellostateful kept >/dev/null
+  kubectl -n "$kept_ns" get hellostateful kept >/dev/null
   [[ -z $(kubectl -n "$RECONCILER_NS" get deployments -o name) ]]
   # No reconciler is left to take its finalizer off: the test does, to leave nothing behind.
-  kubectl -n helm-kept patch hellostateful kept --type merge -p '{"metadata": {"finalizers": null}}' >/dev/null
-  kubectl delete namespace helm-kept --wait=false >/dev/null
+  kubectl -n "$kept_ns" patch hellostateful kept --type merge -p '{"metadata": {"finalizers": null}}' >/dev/null
+  kubectl delete namespace "$kept_ns" --wait=false >/dev/null
 }
 
 run_test helm_tools test_helm_tools

@@ -744,6 +744,10 @@ pub struct InstallArgs {
     /// Give up waiting after this long
     #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Install even over a newer version. Going back is not supported: the older version
+    /// may not read what the newer one wrote (CHANGELOG.md); restore from backups instead
+    #[arg(long)]
+    pub allow_downgrade: bool,
 }
 
 /// `install --static-data-volumes`.

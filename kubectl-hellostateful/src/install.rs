@@ -442,6 +442,11 @@ pub async fn install(ctx: &Ctx, args: &InstallArgs) -> Result<String, CliError> 
         .await
         .map_err(|e| explain(e, &Action::new("read", "the cluster's version")))?;
     check_minimum_version(&version.major, &version.minor).map_err(CliError::Failed)?;
+    if !args.allow_downgrade
+        && let Some(installed) = installed_version(&kube.client).await
+    {
+        refuse_downgrade(&installed, env!("CARGO_PKG_VERSION")).map_err(CliError::Failed)?;
+    }
     let (settings, kept) = settings_to_apply(cluster_settings(&kube.client).await?, flags);
     let docs = documents(args.image.as_deref(), &settings)?;
     // Every kind is looked up before anything is applied: a cluster that lacks one (the
@@ -533,6 +538,32 @@ async fn wait_established(client: &Client, name: &str, timeout: Duration) -> Res
             )));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The version of the installed reconciler, its Deployment's `app.kubernetes.io/version`.
+async fn installed_version(client: &Client) -> Option<String> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    api.get_opt(RECONCILER)
+        .await
+        .ok()
+        .flatten()?
+        .metadata
+        .labels?
+        .remove("app.kubernetes.io/version")
+}
+
+/// Refuses to install `ours` over the newer version `installed`. A version that is not
+/// semver (an admin's own label) is no reason to refuse.
+fn refuse_downgrade(installed: &str, ours: &str) -> Result<(), String> {
+    match (
+        semver::Version::parse(installed),
+        semver::Version::parse(ours),
+    ) {
+        (Ok(newer), Ok(older)) if newer > older => Err(format!(
+            "the installed reconciler is version {installed}, newer than this plugin's {ours}: going back is not supported, as {ours} may not read what {installed} wrote (CHANGELOG.md). Install the plugin of {installed} or later, or pass --allow-downgrade (then restore from backups what {ours} cannot read)"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -812,6 +843,26 @@ async fn delete_one(client: &Client, doc: &Value) -> Result<String, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_newer_installed_version_is_refused() {
+        let refused = refuse_downgrade("0.3.0", "0.2.1").expect_err("0.3.0 is newer");
+        assert!(
+            refused.contains("version 0.3.0, newer than this plugin's 0.2.1")
+                && refused.contains("--allow-downgrade"),
+            "{refused}"
+        );
+        assert!(
+            refuse_downgrade("0.2.1", "0.2.1").is_ok(),
+            "the same version"
+        );
+        assert!(refuse_downgrade("0.2.0", "0.2.1").is_ok(), "an upgrade");
+        assert!(
+            refuse_downgrade("0.2.1", "0.2.1-rc.1").is_err(),
+            "a pre-release comes before its release"
+        );
+        assert!(refuse_downgrade("custom", "0.2.1").is_ok(), "not semver");
+    }
 
     #[test]
     fn only_an_unchanged_image_named_by_a_tag_needs_a_restart() {
