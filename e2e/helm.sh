@@ -36,11 +36,9 @@ test_helm_tools() {
 
 test_the_chart_lints() {
   # Released with the product, under its version.
-  local version
-  version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$E2E_ROOT/Cargo.toml" | head -n1)
-  [[ $(sed -n 's/^version: //p' "$CHART/Chart.yaml") == "$version" &&
-    $(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$CHART/Chart.yaml") == "$version" ]] ||
-    { echo "Chart.yaml's version and appVersion must be $version (Cargo.toml)"; return 1; }
+  [[ $(sed -n 's/^version: //p' "$CHART/Chart.yaml") == "$HS_VERSION" &&
+    $(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$CHART/Chart.yaml") == "$HS_VERSION" ]] ||
+    { echo "Chart.yaml's version and appVersion must be $HS_VERSION (Cargo.toml)"; return 1; }
   helm lint --strict "$CHART" --namespace "$RECONCILER_NS"
   helm lint --strict "$CHART" --namespace "$RECONCILER_NS" --set monitoring.enabled=true
 }
@@ -52,7 +50,7 @@ test_the_chart_lints() {
 # white space as one: kustomize's YAML library reads a folded line break before a
 # more-indented line as two (the CEL of the policies, where white space means nothing).
 same_objects() {
-  python3 - "$1" "$2" <<'EOF'
+  python3 - "$1" "$2" "$HS_VERSION" <<'EOF'
 import sys, yaml
 def plain(value):
     if isinstance(value, dict):
@@ -70,7 +68,7 @@ def objects(path, chart):
             labels = meta["labels"]
             assert labels.pop("app.kubernetes.io/managed-by") == "Helm", meta
             assert labels.pop("app.kubernetes.io/instance") == "hellostateful", meta
-            assert labels.pop("helm.sh/chart") == "hellostateful-0.1.0", meta
+            assert labels.pop("helm.sh/chart") == "hellostateful-" + sys.argv[3], meta
             if not labels:
                 del meta["labels"]
             if o["kind"] == "CustomResourceDefinition":
@@ -134,8 +132,8 @@ test_values_reach_the_objects_and_bad_ones_are_refused() {
     (.[] | select(.kind == "CustomResourceDefinition") | .metadata.annotations == null)' <<<"$out" >/dev/null ||
     { echo "$out" | jq -c 'select(.kind == "Deployment" or .kind == "ConfigMap" or .kind == "CustomResourceDefinition") | {kind, metadata, spec: .spec.template.spec.containers?, data: .data?}'; return 1; }
   # A tag without a digest, the chart's appVersion by default.
-  rendered --set image.repository=r.example/hs | jq -se '[.[] | select(.kind == "Deployment") |
-    .spec.template.spec.containers[0].image == "r.example/hs:0.1.0"] | all' >/dev/null
+  rendered --set image.repository=r.example/hs | jq -se --arg ref "r.example/hs:$HS_VERSION" '[.[] |
+    select(.kind == "Deployment") | .spec.template.spec.containers[0].image == $ref] | all' >/dev/null
   # A change of the settings rolls the reconciler out; the same values do not.
   settings_mark() {
     rendered "$@" | jq -r 'select(.kind == "Deployment" and .metadata.name == "hellostateful-reconciler") |

@@ -9,6 +9,8 @@ SMALL_ROOT=/tmp/hs-e2e-small
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HS_PLUGIN=${HS_PLUGIN:-${CARGO_TARGET_DIR:-$E2E_ROOT/target}/release/kubectl-hellostateful}
 RECONCILER_NS=hellostateful-system
+# This tree's version (Cargo.toml's), which its plugin, image, manifests and chart carry.
+HS_VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$E2E_ROOT/Cargo.toml" | head -n1)
 
 # new_ns PREFIX: a fresh tenant namespace (printed) that enforces Pod Security baseline and
 # warns on restricted, as a shared cluster would; deleted by cleanup_ns.

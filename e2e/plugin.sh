@@ -180,12 +180,12 @@ test_logs_show_the_apps_file() {
 test_version_reports_plugin_and_reconciler() {
   local out
   out=$("$HS_PLUGIN" version)
-  [[ $out == *"kubectl-hellostateful 0.1.0"* && $out == *"Reconciler: 0.1.0"* && $out == *"available (1/1 pods)"* ]] || { echo "$out"; return 1; }
+  [[ $out == *"kubectl-hellostateful $HS_VERSION"* && $out == *"Reconciler: $HS_VERSION"* && $out == *"available (1/1 pods)"* ]] || { echo "$out"; return 1; }
   # The image the pod really runs, as the kubelet reports it.
   "$HS_PLUGIN" version -o json | jq -e '.server != null and .reconciler.availableReplicas >= 1 and (.reconciler.pods[0].image | test("hellostateful-reconciler")) and .reconciler.pods[0].ready' >/dev/null
   # Without a cluster it still names itself, and fails like `kubectl version`.
   out=$("$HS_PLUGIN" version --kubeconfig <(sed 's#server: .*#server: https://127.0.0.1:1#' "$KUBECONFIG") 2>&1) && { echo "exit 0 without a cluster"; return 1; }
-  [[ $out == *"Plugin:     kubectl-hellostateful 0.1.0"* && $out == *"cannot reach the cluster"* ]] || { echo "$out"; return 1; }
+  [[ $out == *"Plugin:     kubectl-hellostateful $HS_VERSION"* && $out == *"cannot reach the cluster"* ]] || { echo "$out"; return 1; }
   "$HS_PLUGIN" completion bash | grep -q "kubectl-hellostateful\|hellostateful"
   # What kubectl's plugin completion asks: the apps of the namespace given on the line.
   [[ $("$HS_PLUGIN" __complete -n "$NS" status "") == $'demo\t1 replica(s)\n:4' ]] || { "$HS_PLUGIN" __complete -n "$NS" status ""; return 1; }

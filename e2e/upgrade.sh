@@ -18,10 +18,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hs.sh
 source "$(dirname "${BASH_SOURCE[0]}")/hs.sh"
 
-# The previous version: no version is tagged yet (CHANGELOG.md's 0.1.0 is unreleased), so it
-# is the head of 2026-12-07's first landed change set: before per-app metrics,
-# spec.backup.maxAgeSeconds, lastBackup's snapshot counts and the Helm chart. Replace it by
-# the newest v* tag once there is one.
+# The previous version. 0.1.0 was never tagged, so until the release after 0.2.0 names
+# v0.2.0's commit here, it is a commit of 0.2.0's making that CI passed (2026-12-07), before
+# per-app metrics, spec.backup.maxAgeSeconds, lastBackup's snapshot counts, the Helm chart
+# and the version check of `install`.
 PREVIOUS=0d3f0a6bdd5682d5d97010baa5e33f16aa91a9c9
 PREVIOUS_DIR=${HS_E2E_CACHE:-/var/cache/hellostateful}/previous-$PREVIOUS
 PREVIOUS_PLUGIN=$PREVIOUS_DIR/kubectl-hellostateful
@@ -135,7 +135,7 @@ test_apps_and_backups_of_the_previous_version_survive_the_upgrade() {
   # The upgrade, as CHANGELOG.md says: the current plugin's install. It keeps the cluster's
   # settings and installs its own image.
   "$HS_PLUGIN" install --timeout 3m >/dev/null
-  wait_for "the current reconciler running" 120 reconciler_runs "hellostateful-reconciler:$(cargo_version)"
+  wait_for "the current reconciler running" 120 reconciler_runs "hellostateful-reconciler:$HS_VERSION"
   [[ $(kubectl -n "$RECONCILER_NS" get configmap hellostateful-settings -o jsonpath='{.data.backupRoots}') == "$BACKUP_ROOTS" ]]
   wait_for "the current reconciler's pass over node" 120 app_metric_seen "$ns" node
   wait_for "the current reconciler's pass over store" 120 app_metric_seen "$ns" store
@@ -148,10 +148,10 @@ test_apps_and_backups_of_the_previous_version_survive_the_upgrade() {
   # From now on, going back is refused, with the reason (the previous version's plugin did
   # not check): here the installed version is made to look newer than the plugin's.
   kubectl -n "$RECONCILER_NS" label --overwrite deployment hellostateful-reconciler app.kubernetes.io/version=99.0.0 >/dev/null
-  expect_fail "version 99.0.0, newer than this plugin's $(cargo_version): going back is not supported" \
+  expect_fail "version 99.0.0, newer than this plugin's $HS_VERSION: going back is not supported" \
     "$HS_PLUGIN" install --timeout 3m
   "$HS_PLUGIN" install --allow-downgrade --dry-run=server >/dev/null
-  kubectl -n "$RECONCILER_NS" label --overwrite deployment hellostateful-reconciler "app.kubernetes.io/version=$(cargo_version)" >/dev/null
+  kubectl -n "$RECONCILER_NS" label --overwrite deployment hellostateful-reconciler "app.kubernetes.io/version=$HS_VERSION" >/dev/null
 
   # Every old backup is listed and checks out; new ones are made beside them.
   for app in node store; do
@@ -174,7 +174,6 @@ test_apps_and_backups_of_the_previous_version_survive_the_upgrade() {
 
 # not_found KIND NAME: no such object (cluster-scoped).
 not_found() { ! kubectl get "$1" "$2" >/dev/null 2>&1; }
-cargo_version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$E2E_ROOT/Cargo.toml" | head -n1; }
 on_fail_then_cleanup() {
   local rc=$?
   ((rc == 0)) || on_fail "$1"

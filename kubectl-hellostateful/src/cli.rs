@@ -352,7 +352,7 @@ non-zero with the pod's own reason when it cannot start, such as an image the no
 pull. Prints the allowed backup roots and object store endpoints, and the image.",
         after_help = "Examples:
   kubectl hellostateful install
-  kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.1.0
+  kubectl hellostateful install --image registry.example.com/hellostateful-reconciler:0.2.0
   # Allow backups under two node directories
   kubectl hellostateful install --backup-roots /tmp/backup,/srv/backups
   # Allow only these object stores (\"\" allows any again)
