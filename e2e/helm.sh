@@ -3,7 +3,8 @@
 # and cached by version: it lints; it renders what `kubectl kustomize manifests` makes,
 # field for field but those the chart says it adds; its values reach the objects, and bad
 # ones are refused with the reason; and on the test cluster it takes over the install
-# `e2e/install` made, is upgraded with new values (the reconciler rolled out, with a
+# that `kubectl hellostateful install` made (the upgrade suite's; or e2e/install's, as
+# `kubectl apply -k` makes it), is upgraded with new values (the reconciler rolled out, with a
 # standby), with the 2018 walkthrough run after each, and leaves the CRD and the apps when
 # it is uninstalled.
 #

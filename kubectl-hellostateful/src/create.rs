@@ -358,20 +358,7 @@ mod tests {
     #[test]
     fn full_reads_take_a_duration_of_at_most_a_year() {
         let every = |text: &str| {
-            Cli::try_parse_from([
-                "kubectl-hellostateful",
-                "create",
-                "web",
-                "--full-read-every",
-                text,
-            ])
-            .map(|cli| match cli.command {
-                crate::cli::Command::Create(args) => build(&args, "default", None)
-                    .spec
-                    .backup
-                    .and_then(|b| b.full_read_every_seconds),
-                other => panic!("a create, not {other:?}"),
-            })
+            backup_spec_of(&["--full-read-every", text]).map(|b| b.full_read_every_seconds)
         };
         assert_eq!(every("0").ok(), Some(Some(0)));
         assert_eq!(every("168h").ok(), Some(Some(604_800)));
@@ -380,24 +367,24 @@ mod tests {
         assert!(every("weekly").is_err());
     }
 
+    /// The backup spec `create web FLAGS...` makes (an error: the flags were refused).
+    fn backup_spec_of(flags: &[&str]) -> Result<BackupSpec, clap::Error> {
+        let line = ["kubectl-hellostateful", "create", "web"]
+            .iter()
+            .chain(flags);
+        Cli::try_parse_from(line).map(|cli| match cli.command {
+            crate::cli::Command::Create(args) => build(&args, "default", None)
+                .spec
+                .backup
+                .unwrap_or_default(),
+            other => panic!("a create, not {other:?}"),
+        })
+    }
+
     #[test]
     fn a_max_backup_age_is_a_minute_to_a_year() {
-        let age = |text: &str| {
-            Cli::try_parse_from([
-                "kubectl-hellostateful",
-                "create",
-                "web",
-                "--max-backup-age",
-                text,
-            ])
-            .map(|cli| match cli.command {
-                crate::cli::Command::Create(args) => build(&args, "default", None)
-                    .spec
-                    .backup
-                    .and_then(|b| b.max_age_seconds),
-                other => panic!("a create, not {other:?}"),
-            })
-        };
+        let age =
+            |text: &str| backup_spec_of(&["--max-backup-age", text]).map(|b| b.max_age_seconds);
         assert_eq!(age("26h").ok(), Some(Some(93_600)));
         assert_eq!(age("1m").ok(), Some(Some(60)));
         assert!(age("59s").is_err());

@@ -941,7 +941,9 @@ impl Pass<'_> {
     /// Applies a StatefulSet or CronJob, whose cached copy keeps no whole spec, only its
     /// version (`cached`, a `kept::version_print`). It is in line when this replica last
     /// found it (or made it) at that version, desiring the same; otherwise (after a restart,
-    /// a hand edit, a new spec) a fresh read of the whole object decides.
+    /// a hand edit, a new spec) a fresh read of the whole object decides. So it does when
+    /// the cache has no copy of an object this replica made: the watch event of a write a
+    /// moment ago may still be on its way.
     async fn apply_unless_in_line<K>(&self, desired: &K, cached: Option<u64>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -959,34 +961,36 @@ impl Pass<'_> {
             }
         };
         let api = self.api::<K>();
-        if let Some(seen) = cached {
-            let known = self
-                .ctx
-                .in_line
-                .lock()
-                .ok()
-                .and_then(|in_line| in_line.get(&key).cloned());
-            if let Some((desired_then, seen_then)) = known
-                && desired_then == wanted
-                && seen == seen_then
-            {
-                return Ok(());
-            }
+        let known = self
+            .ctx
+            .in_line
+            .lock()
+            .ok()
+            .and_then(|in_line| in_line.get(&key).cloned());
+        if let (Some(seen), Some((desired_then, seen_then))) = (cached, known)
+            && desired_then == wanted
+            && seen == seen_then
+        {
+            return Ok(());
+        }
+        let mut found = None;
+        if cached.is_some() || known.is_some() {
             debug!(
                 child = %key,
-                cached = %seen,
+                cached = ?cached,
                 known = ?known,
                 desired = %wanted,
                 "reading the whole object: its version is not known to be in line"
             );
-            if let Some(full) = api.get_opt(&name).await?
-                && holds(&full, desired)?
+            found = api.get_opt(&name).await?;
+            if let Some(full) = &found
+                && holds(full, desired)?
             {
-                remember(&full);
+                remember(full);
                 return Ok(());
             }
         }
-        if let Some(written) = apply_to(&api, desired, None, self.ctx).await? {
+        if let Some(written) = apply_to(&api, desired, found.as_ref(), self.ctx).await? {
             remember(&written);
         }
         Ok(())
@@ -1037,7 +1041,9 @@ fn in_line_key<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> St
 }
 
 /// Applies `desired` by server-side apply unless `observed` already has every field of it;
-/// returns the object as the API server wrote it, if it was written.
+/// returns the object as the API server wrote it, if it was written. With nothing observed
+/// (no cached copy) it reads the object first: one made a moment ago may not be cached yet,
+/// its watch event still on its way, and is not written again.
 async fn apply_to<K>(
     api: &Api<K>,
     desired: &K,
@@ -1047,12 +1053,20 @@ async fn apply_to<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + std::fmt::Debug,
 {
+    let name = desired.meta().name.clone().unwrap_or_default();
+    let read;
+    let observed = match observed {
+        Some(observed) => Some(observed),
+        None => {
+            read = api.get_opt(&name).await?;
+            read.as_ref()
+        }
+    };
     if let Some(observed) = observed
         && holds(observed, desired)?
     {
         return Ok(None);
     }
-    let name = desired.meta().name.clone().unwrap_or_default();
     info!(child = %children::describe(desired), "applying");
     let written = api
         .patch(

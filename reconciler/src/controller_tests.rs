@@ -56,6 +56,8 @@ struct Api {
     leadership: Option<Leadership>,
     /// What the admin allows beyond the backup target.
     allowed: tenancy::Allowed,
+    /// Paths the API server answers but the watch caches have not seen yet.
+    uncached: HashSet<String>,
 }
 
 impl Api {
@@ -66,7 +68,14 @@ impl Api {
             selecting: HashSet::new(),
             leadership: None,
             allowed: tenancy::Allowed::default(),
+            uncached: HashSet::new(),
         }
+    }
+
+    /// The object at `path` is served but not in the caches, as before its watch event.
+    fn uncached(mut self, path: &str) -> Self {
+        self.uncached.insert(path.to_string());
+        self
     }
 
     /// The reconciler runs with the admin's `allowed`.
@@ -125,7 +134,18 @@ impl Api {
         if let Some(last) = apps.last() {
             self = self.on("GET", APP, value(last));
         }
-        let cache = cache_of(&self.routes);
+        let cached_routes = self
+            .routes
+            .iter()
+            .filter(|(key, _)| {
+                !self
+                    .uncached
+                    .iter()
+                    .any(|path| **key == format!("GET {path}"))
+            })
+            .map(|(key, body)| (key.clone(), body.clone()))
+            .collect();
+        let cache = cache_of(&cached_routes);
         let leadership = self.leadership.take();
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
@@ -523,6 +543,38 @@ async fn an_app_at_rest_is_reconciled_from_the_cache_without_a_single_request() 
         .map(|s| format!("{} {}", s.method, s.path))
         .collect();
     assert_eq!(requests, [format!("GET {STS}"), format!("GET {CRONJOB}")]);
+}
+
+#[tokio::test]
+async fn children_made_a_moment_ago_are_read_not_written_again_before_the_cache_has_them() {
+    let first = app(seed(), json!({}), json!({}));
+    let (_, seen) = running(&first, 1).reconcile(first.clone()).await;
+    // As the pass that made the StatefulSet left it.
+    let mut status = status_written(&seen);
+    status["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+        .push(json!({
+        "type": "Initialized", "status": "True", "reason": "Created", "message": "",
+        "lastTransitionTime": "2026-12-07T00:00:00Z"}));
+    let settled = app(seed(), json!({}), status);
+    // The watches have not yet delivered the Service, StatefulSet and CronJob a pass made:
+    // each pass reads them, finds them as it would make them, and writes nothing.
+    let (_, seen) = running(&settled, 1)
+        .uncached(SERVICE)
+        .uncached(STS)
+        .uncached(CRONJOB)
+        .passes(vec![settled.clone(), settled])
+        .await;
+    let children: Vec<_> = seen
+        .iter()
+        .filter(|s| [SERVICE, STS, CRONJOB].contains(&s.path.as_str()))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        children,
+        [SERVICE, STS, CRONJOB, SERVICE, STS, CRONJOB].map(|path| format!("GET {path}"))
+    );
 }
 
 #[tokio::test]
