@@ -321,6 +321,8 @@ test_two_reconcilers_and_a_paused_leader_never_act_at_once() {
   kill -CONT "$pid"
   wait_for "the old leader stepping down (its container restarts)" 60 bash -c "[[ \$(kubectl -n '$RECONCILER_NS' get pod '$leader' -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]"
   local previous
+  # The kubelet counts the restart before it serves the ended container's log.
+  wait_for "the old leader's log" 30 kubectl -n "$RECONCILER_NS" logs "$leader" --previous
   previous=$(kubectl -n "$RECONCILER_NS" logs "$leader" --previous)
   grep -E "stopping: lease hellostateful-reconciler is held by" <<<"$previous" || {
     tail -n 20 <<<"$previous"
