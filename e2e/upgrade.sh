@@ -37,6 +37,9 @@ BACKUP_ROOTS=/tmp/backup,/tmp/hs-e2e-small
 # the plugin it builds where the current one was.
 test_previous_version() {
   [[ -x $PREVIOUS_PLUGIN && -f $PREVIOUS_DIR/image.tar ]] && return 0
+  # A shallow clone (as some CI checkouts are) lacks it: its origin has it.
+  git -C "$E2E_ROOT" cat-file -e "$PREVIOUS^{commit}" 2>/dev/null ||
+    git -C "$E2E_ROOT" fetch -q --unshallow 2>/dev/null || true
   git -C "$E2E_ROOT" cat-file -e "$PREVIOUS^{commit}" ||
     { echo "the previous version $PREVIOUS is not in this clone's history"; return 1; }
   local triple arch target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}
