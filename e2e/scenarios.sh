@@ -375,9 +375,19 @@ test_a_mover_that_cannot_start_fails_its_restore_and_the_app_comes_back() {
   [[ $(cat "$(data_dir "$ns" stuck 0)/keep") == live ]]
 }
 
+# slow_to_copy NS POD MARKER: 200 MB of random data and 20,000 small files in POD's
+# volume, then MARKER in its marker file, so that the next backup copies for seconds: the
+# big file alone took a fresh machine's mover a fifth of a second, less than one round of
+# freeze_mover's loop under load; each small file is opened, read and written on its own.
+slow_to_copy() {
+  kubectl -n "$1" exec "$2" -c app -- sh -c "head -c 200000000 /dev/urandom > /usr/share/hello/big &&
+    mkdir /usr/share/hello/many && i=0 && while [ \$i -lt 20000 ]; do echo \$i > /usr/share/hello/many/\$i; i=\$((i + 1)); done &&
+    echo $3 > /usr/share/hello/marker"
+}
+
 # freeze_mover NS: waits for a backup mover of NS to start and stops it (SIGSTOP), its pid
 # in FROZEN_MOVER. Fails if it ended before it was stopped: a copy faster than this loop
-# (which a CI run once saw, of 50 MB) leaves nothing to test.
+# leaves nothing to test (see slow_to_copy).
 freeze_mover() {
   local ns=$1 deadline=$((SECONDS + 60)) pid
   until FROZEN_MOVER=$(pgrep -f "hellostateful-reconciler backup .*--namespace=$ns "); do
@@ -407,8 +417,7 @@ test_delete_during_a_backup_wipes_nothing_under_it_and_records_no_partial_snapsh
   [[ $(request "$ns" mid backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
   before=$(backups_of "$ns" mid)
   # Enough data that the next backup copies for a while; its mover is frozen once it starts.
-  kubectl -n "$ns" exec mid-0 -c app -- sh -c \
-    'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo partial > /usr/share/hello/marker'
+  slow_to_copy "$ns" mid-0 partial
   annotate "$ns" mid "hello-stateful.example.com/backup-requested=$(date +%s%N)"
   freeze_mover "$ns" || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" delete hellostateful mid --wait=false >/dev/null
@@ -447,8 +456,7 @@ test_a_backup_pod_orphaned_by_hand_holds_the_deletion_until_it_ends() {
   wait_for "app ready" 120 app_ready "$ns" orph || { on_fail "$ns"; return 1; }
   kubectl -n "$ns" exec orph-0 -c app -- sh -c 'echo complete > /usr/share/hello/marker'
   [[ $(request "$ns" orph backup) == Succeeded ]] || { on_fail "$ns"; return 1; }
-  kubectl -n "$ns" exec orph-0 -c app -- sh -c \
-    'head -c 200000000 /dev/urandom > /usr/share/hello/big && echo whole > /usr/share/hello/marker'
+  slow_to_copy "$ns" orph-0 whole
   sum=$(kubectl -n "$ns" exec orph-0 -c app -- sha256sum /usr/share/hello/big | cut -d' ' -f1)
   annotate "$ns" orph "hello-stateful.example.com/backup-requested=$(date +%s%N)"
   freeze_mover "$ns" || { on_fail "$ns"; return 1; }
