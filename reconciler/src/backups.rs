@@ -37,6 +37,11 @@ pub struct Observed<'a> {
     pub restoring: bool,
     /// The next backup reads every file again (see `full_read_due`).
     pub full_read_due: bool,
+    /// The app's backup claim (node directory target), made with the app, not yet bound to
+    /// its volume as cached: a Job that mounts it now is unschedulable until it is, and the
+    /// scheduler may try it again only after the mover's patience ran out. No Job is made
+    /// (nor the schedule's CronJob, which would make one) until it is bound.
+    pub unbound_claim: Option<String>,
 }
 
 /// Whether the next backup of an app with `spec` must read every file again, at `now`: the
@@ -104,6 +109,9 @@ fn schedule(
             Schedule::Keep
         });
     };
+    if observed.cronjob.is_none() && observed.unbound_claim.is_some() {
+        return Ok(Schedule::Keep);
+    }
     let mut desired = children::cronjob(app, schedule, location, settings, observed.full_read_due)?;
     if observed.restoring
         && let Some(spec) = desired.spec.as_mut()
@@ -186,6 +194,15 @@ fn on_demand(
             RequestPhase::Pending,
             None,
             "waiting for the restore to finish",
+        ),
+        None if observed.unbound_claim.is_some() => request(
+            token,
+            RequestPhase::Pending,
+            None,
+            format!(
+                "waiting for backup claim {} to be bound to its volume",
+                observed.unbound_claim.as_deref().unwrap_or_default()
+            ),
         ),
         None => {
             record.note(
@@ -392,6 +409,7 @@ mod tests {
             jobs,
             restoring,
             full_read_due,
+            unbound_claim: None,
         };
         let location =
             crate::location::resolve(&app.spec, &["/tmp/backup".into()], &[]).expect("location");
@@ -780,6 +798,47 @@ mod tests {
         assert!(later.notes.is_empty() && later.tallies.is_empty());
     }
 
+    /// The app's backup claim is made with it, bound a moment later: a Job made before
+    /// would wait unschedulable, and fail once the mover's patience ran out.
+    #[test]
+    fn no_backup_job_nor_schedule_is_made_before_the_backup_claim_is_bound() {
+        let asked = app(
+            json!({"backupSchedule": "*/5 * * * *"}),
+            json!({names::BACKUP_REQUESTED: TOKEN}),
+        );
+        let app_ref = AppRef::new(&asked).expect("app");
+        let location = BackupLocation::NodeRoot("/tmp/backup".into());
+        let mut observed = Observed {
+            cronjob: None,
+            jobs: &[],
+            restoring: false,
+            full_read_due: false,
+            unbound_claim: Some(names::backup_claim("hello")),
+        };
+        let decide = |observed: &Observed, record: &mut Record| {
+            let reads = Reads::default();
+            plan(&app_ref, &location, &settings(), observed, &reads, record)
+                .expect("a plan")
+                .done()
+        };
+        let mut record = Record::new(Default::default(), Some(1));
+        let waiting = decide(&observed, &mut record);
+        assert!(waiting.start.is_none() && matches!(waiting.schedule, Schedule::Keep));
+        let request = record.status.backup_request.clone().expect("acknowledged");
+        assert_eq!(request.phase, RequestPhase::Pending);
+        assert_eq!(
+            request.message.as_deref(),
+            Some("waiting for backup claim backups-hello to be bound to its volume")
+        );
+        assert!(record.notes.is_empty(), "no BackupStarted yet");
+
+        observed.unbound_claim = None;
+        let bound = decide(&observed, &mut record);
+        let job = names::backup_job("hello", "uid-1", TOKEN);
+        assert_eq!(bound.start.map(|(name, _)| name), Some(job));
+        assert!(matches!(bound.schedule, Schedule::Apply { .. }));
+    }
+
     #[test]
     fn the_schedule_is_suspended_during_a_restore_and_removed_with_the_spec() {
         let app_with = app(json!({"backupSchedule": "*/5 * * * *"}), json!({}));
@@ -790,6 +849,7 @@ mod tests {
             jobs: &[],
             restoring: true,
             full_read_due: false,
+            unbound_claim: None,
         };
         let suspended = |schedule: &Schedule| match schedule {
             Schedule::Apply { desired, .. } => desired.spec.as_ref().and_then(|s| s.suspend),

@@ -941,9 +941,8 @@ impl Pass<'_> {
     /// Applies a StatefulSet or CronJob, whose cached copy keeps no whole spec, only its
     /// version (`cached`, a `kept::version_print`). It is in line when this replica last
     /// found it (or made it) at that version, desiring the same; otherwise (after a restart,
-    /// a hand edit, a new spec) a fresh read of the whole object decides. So it does when
-    /// the cache has no copy of an object this replica made: the watch event of a write a
-    /// moment ago may still be on its way.
+    /// a hand edit, a new spec) a fresh read of the whole object decides. With no cached
+    /// copy, `apply_to` reads it.
     async fn apply_unless_in_line<K>(&self, desired: &K, cached: Option<u64>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -961,23 +960,23 @@ impl Pass<'_> {
             }
         };
         let api = self.api::<K>();
-        let known = self
-            .ctx
-            .in_line
-            .lock()
-            .ok()
-            .and_then(|in_line| in_line.get(&key).cloned());
-        if let (Some(seen), Some((desired_then, seen_then))) = (cached, known)
-            && desired_then == wanted
-            && seen == seen_then
-        {
-            return Ok(());
-        }
         let mut found = None;
-        if cached.is_some() || known.is_some() {
+        if let Some(seen) = cached {
+            let known = self
+                .ctx
+                .in_line
+                .lock()
+                .ok()
+                .and_then(|in_line| in_line.get(&key).cloned());
+            if let Some((desired_then, seen_then)) = known
+                && desired_then == wanted
+                && seen == seen_then
+            {
+                return Ok(());
+            }
             debug!(
                 child = %key,
-                cached = ?cached,
+                cached = %seen,
                 known = ?known,
                 desired = %wanted,
                 "reading the whole object: its version is not known to be in line"
@@ -1894,6 +1893,13 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
         .clone()
         .ok_or(Error::MissingField("an allowed backup location"))?;
     let cronjob_name = names::cronjob(&app.name);
+    let claim_name = names::backup_claim(&app.name);
+    let unbound = matches!(location, BackupLocation::NodeRoot(_))
+        && pass
+            .ctx
+            .cache
+            .claim(&app.namespace, &claim_name)
+            .is_none_or(|claim| !claim.view.bound);
     let observed = backups::Observed {
         cronjob: pass.ctx.cache.cronjob(&app.namespace, &cronjob_name),
         jobs,
@@ -1903,6 +1909,7 @@ async fn back_up(pass: &mut Pass<'_>, jobs: &[Arc<Job>], restoring: bool) -> Res
             pass.record.status.last_full_read.as_deref(),
             chrono::Utc::now(),
         ),
+        unbound_claim: unbound.then_some(claim_name),
     };
     let settings = &pass.ctx.settings;
     let (plan, record) = decide(pass, |reads, record| {

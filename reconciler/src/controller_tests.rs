@@ -390,6 +390,16 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
         &children::cronjob(&app_ref, "*/5 * * * *", &location, &settings, true).expect("cron"),
     );
     cronjob["metadata"]["uid"] = json!(CRONJOB_UID);
+    // Bound by its controller: backups wait until it is (see `backups::Observed`).
+    let mut backup_claim = value(
+        &children::backup_claim(
+            &app_ref,
+            &names::backup_volume("/tmp/backup", "ns1", "hello"),
+            "mover:test",
+        )
+        .expect("backup claim"),
+    );
+    backup_claim["status"] = json!({"phase": "Bound"});
     Api::new()
         .on(
             "GET",
@@ -419,18 +429,7 @@ fn running(app: &HelloStateful, replicas_in_sts: i32) -> Api {
                     .expect("backup pv"),
             ),
         )
-        .on(
-            "GET",
-            BACKUP_PVC,
-            value(
-                &children::backup_claim(
-                    &app_ref,
-                    &names::backup_volume("/tmp/backup", "ns1", "hello"),
-                    "mover:test",
-                )
-                .expect("backup claim"),
-            ),
-        )
+        .on("GET", BACKUP_PVC, backup_claim)
         .on("GET", JOBS, list(vec![]))
         .on("GET", PODS, list(vec![]))
 }
